@@ -1,0 +1,47 @@
+# kablab: one command per job. Every target sets up what it needs.
+PYTHON      := /usr/bin/python3
+PLAYBOOK    := ansible-playbook
+PROFILE     ?= smoke
+PYTEST_ARGS ?=
+
+.PHONY: all bootstrap setup kernels smoke campaign full report test lint clean-domains
+
+all: smoke
+
+# Ansible itself is the one thing the host-setup playbook cannot install.
+bootstrap:
+	@command -v $(PLAYBOOK) >/dev/null 2>&1 || { \
+	  echo "kablab: installing ansible (Debian package)"; \
+	  apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends ansible; }
+
+setup: bootstrap
+	$(PLAYBOOK) playbooks/host-setup.yml
+
+kernels: setup
+	$(PLAYBOOK) playbooks/kernels.yml -e kablab_profile=$(PROFILE)
+
+# The A/B campaign: kernels, image, guests, workloads, report.
+campaign: setup
+	$(PLAYBOOK) playbooks/site.yml -e kablab_profile=$(PROFILE)
+
+smoke:
+	$(MAKE) campaign PROFILE=smoke
+
+full:
+	$(MAKE) campaign PROFILE=full
+
+report:
+	$(PLAYBOOK) playbooks/report.yml
+
+lint: bootstrap
+	yamllint -s .
+	ansible-lint --profile production
+	$(PYTHON) -m py_compile $$(git ls-files '*.py')
+
+# The whole suite: lint, unit tests, then the booted-kernel, libvirt and
+# campaign tests (they build what they need through the playbooks).
+test: setup lint
+	$(PYTHON) -m pytest -v -rA $(PYTEST_ARGS) tests
+
+clean-domains:
+	$(PLAYBOOK) playbooks/teardown.yml
