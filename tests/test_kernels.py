@@ -119,3 +119,16 @@ def test_unknown_kconfig_option_is_named(kernels):
     assert "unknown Kconfig option CONFIG_KABLAB_NO_SUCH_OPTION" in run.output
     assert not list((CACHE / "kernels").glob("badkconfig-*"))
     assert not list((CACHE / "trees").glob("badkconfig-*"))
+
+
+def test_distro_config_fragment_survives(kernels):
+    """The full profile's config is checked here; building it is left to real campaigns."""
+    source = json.loads((CACHE / "src" / "source.json").read_text())
+    proc = subprocess.run([str(REPO / "roles/kernel_build/files/kablab-kernel-build"), "config",
+                           "--cache", str(CACHE), "--source", str(CACHE / "src" / "linux-source-6.1"),
+                           "--source-version", source["version"], "--patches", str(REPO / "kernel-patches"),
+                           "--variant", "distrocheck", "--series", "common", "--profile", "distro"],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "every Kconfig line survived olddefconfig" in proc.stdout
+    assert not list((CACHE / "trees").glob("*distrocheck*"))
