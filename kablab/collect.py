@@ -1,0 +1,321 @@
+"""Turn one raw run directory into one schema-valid result file.
+
+    python3 -m kablab.collect RAW_DIR OUT.json
+
+Rules:
+* perf `<not supported>` / `<not counted>` -> value null, supported false (never 0);
+* runs with a non-zero exit code are kept with their code, `included: false`;
+* a failed block (meta.status == failed) may lack every raw file except meta.json;
+* an ok block with missing or unparseable raw files becomes failed, stage "collect".
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .rawparse import (directmap_state, parse_harness_jsonl, parse_hyperfine, parse_meminfo,
+                       parse_perf_csv, parse_vmstat)
+from .util import atomic_write_json, tail, validation_errors
+
+REQUIRED_OK_FILES = ("hyperfine.json", "perf.csv", "harness.jsonl", "meminfo.before",
+                     "meminfo.after", "vmstat.before", "vmstat.after")
+PROVENANCE_OBJECTS = ("campaign", "host", "guest", "kernel", "binary", "tools", "runner")
+
+
+class CollectError(Exception):
+    """meta.json missing or unusable: no result can be identified."""
+
+
+def _read(raw: Path, name: str) -> str | None:
+    p = raw / name
+    try:
+        return p.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return None
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def _int_or_none(v: Any) -> int | None:
+    """An int, or a string holding one (Ansible templating may stringify), else None."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        return v
+    if isinstance(v, str) and re.fullmatch(r"\s*-?\d+\s*", v):
+        return int(v)
+    return None
+
+
+# Integer fields of meta.json that Ansible may have written as strings.
+INT_FIELDS = {"campaign": ("seed",), "guest": ("vcpus", "memory_mib"),
+              "runner": ("runs", "warmup", "timeout_s")}
+
+
+def _coerce_ints(meta: dict[str, Any], warnings: list[str]) -> None:
+    for obj, keys in INT_FIELDS.items():
+        d = meta.get(obj)
+        if not isinstance(d, dict):
+            continue
+        for k in keys:
+            v = d.get(k)
+            if isinstance(v, str):
+                iv = _int_or_none(v)
+                d[k] = iv
+                if iv is None and v.strip() not in ("", "None", "null"):
+                    warnings.append(f"meta.{obj}.{k}={v!r} is not an integer; set to null")
+
+
+def _align(items: list[Any], runs: int, warmup: int, what: str, warnings: list[str]) -> list[Any]:
+    """Match per-run records (perf groups, harness lines) to the measured runs."""
+    if len(items) == runs:
+        return items
+    if warmup and len(items) == runs + warmup:
+        warnings.append(f"{what}: {len(items)} records = {warmup} warm-up + {runs} runs; "
+                        f"dropped the first {warmup}")
+        return items[warmup:]
+    if len(items) > runs:
+        warnings.append(f"{what}: {len(items)} records for {runs} runs; kept the last {runs}")
+        return items[-runs:]
+    warnings.append(f"{what}: {len(items)} records for {runs} runs; runs without a record get none")
+    return items
+
+
+def _metrics(obj: dict[str, Any], warnings: list[str], where: str) -> dict[str, dict[str, Any]]:
+    out: dict[str, dict[str, Any]] = {}
+    metrics = obj.get("metrics")
+    if not isinstance(metrics, dict):
+        warnings.append(f"{where}: no metrics object")
+        return out
+    for name, m in metrics.items():
+        if not isinstance(m, dict):
+            warnings.append(f"{where}: metric {name!r} is not an object; skipped")
+            continue
+        better = m.get("better")
+        if better not in ("higher", "lower"):
+            warnings.append(f"{where}: metric {name!r} has better={better!r}; skipped")
+            continue
+        v = m.get("value")
+        value = float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+        out[str(name)] = {"value": value, "unit": str(m.get("unit", "")), "better": better}
+    return out
+
+
+def build_runs(hf: dict[str, Any], perf_groups: list[dict[str, Any]],
+               harness: list[dict[str, Any]], meta: dict[str, Any],
+               warnings: list[str]) -> list[dict[str, Any]]:
+    times = hf["times"]
+    n = len(times)
+    runner = meta.get("runner") or {}
+    warmup = _int_or_none(runner.get("warmup")) or 0
+    if _int_or_none(runner.get("runs")) not in (None, n):
+        warnings.append(f"runner.runs={runner.get('runs')} but hyperfine measured {n} runs")
+    # perf.csv and harness.jsonl are appended by the measured command, so hyperfine
+    # warm-up runs may have left records too. perf stat writes a group for every
+    # run (failed or not), so its count tells whether warm-ups were recorded.
+    warmup_recorded = warmup > 0 and len(perf_groups) == n + warmup
+    perf_groups = _align(perf_groups, n, warmup, "perf.csv", warnings)
+    exit_codes = hf["exit_codes"]
+    ok_idx = [i for i, c in enumerate(exit_codes) if c == 0]
+    if warmup_recorded and len(harness) >= warmup + len(ok_idx):
+        harness = harness[warmup:]
+        warnings.append(f"harness.jsonl: dropped {warmup} warm-up line(s) (perf.csv has "
+                        "warm-up groups too)")
+    elif warmup and len(harness) == n + warmup:
+        harness = harness[warmup:]
+        warnings.append(f"harness.jsonl: dropped {warmup} warm-up line(s)")
+    if len(harness) == n:
+        harness_for = dict(enumerate(harness))
+    elif len(harness) == len(ok_idx):
+        # Failed runs printed no JSON: give the lines to the successful runs in order.
+        harness_for = dict(zip(ok_idx, harness))
+        warnings.append(f"harness.jsonl: {len(harness)} lines for {n} runs; "
+                        "matched to the runs that exited 0")
+    else:
+        harness_for = dict(enumerate(_align(harness, n, 0, "harness.jsonl", warnings)))
+    wl = meta.get("workload")
+    runs = []
+    for i in range(n):
+        h = harness_for.get(i)
+        metrics = _metrics(h, warnings, f"harness run {i}") if h is not None else {}
+        if h is not None and wl is not None and h.get("workload") not in (None, wl):
+            warnings.append(f"harness run {i}: workload {h.get('workload')!r} != meta {wl!r}")
+        code = exit_codes[i]
+        reason = None
+        if code is None:
+            reason = "exit code unknown"
+        elif code != 0:
+            reason = f"exit code {code}"
+        elif times[i] is None:
+            reason = "no wall time"
+        run: dict[str, Any] = {
+            "index": i,
+            "wall_s": times[i],
+            "user_s": hf["user_times"][i] if hf.get("user_times") else None,
+            "system_s": hf["system_times"][i] if hf.get("system_times") else None,
+            "exit_code": code,
+            "included": reason is None,
+            "exclude_reason": reason,
+            "harness_elapsed_s": (float(h["elapsed_s"]) if h is not None and
+                                  isinstance(h.get("elapsed_s"), (int, float)) else None),
+            "metrics": metrics,
+            "perf": perf_groups[i] if i < len(perf_groups) else {},
+        }
+        runs.append(run)
+    return runs
+
+
+def collect(raw_dir: str | Path) -> dict[str, Any]:
+    """Parse RAW_DIR and return a result document (not yet validated)."""
+    raw = Path(raw_dir)
+    meta_text = _read(raw, "meta.json")
+    if meta_text is None:
+        raise CollectError(f"{raw}/meta.json is missing: cannot identify the block")
+    try:
+        meta = json.loads(meta_text)
+    except json.JSONDecodeError as e:
+        raise CollectError(f"{raw}/meta.json is not valid JSON: {e}") from None
+    if not isinstance(meta, dict):
+        raise CollectError(f"{raw}/meta.json is not an object")
+    for k in ("variant", "workload"):
+        if not isinstance(meta.get(k), str) or not meta.get(k):
+            raise CollectError(f"{raw}/meta.json has no {k!r}")
+
+    warnings: list[str] = []
+    _coerce_ints(meta, warnings)
+    files = sorted(p.name for p in raw.iterdir() if p.is_file())
+    status = meta.get("status", "ok")
+    failure = meta.get("failure")
+    if status not in ("ok", "failed"):
+        warnings.append(f"meta.status={status!r} treated as failed")
+        status = "failed"
+    stderr_text = _read(raw, "stderr.log")
+    if stderr_text is None and status == "ok":
+        warnings.append("stderr.log missing")
+
+    def fail(reason: str, stage: str = "collect", exit_code: int | None = None) -> None:
+        nonlocal status, failure
+        status = "failed"
+        # hyperfine's own output (kept by kablab-guest-run) explains a missing hyperfine.json
+        err = stderr_text if stderr_text and stderr_text.strip() else _read(raw, "hyperfine.out")
+        failure = {"stage": stage, "reason": reason, "exit_code": exit_code, "signal": None,
+                   "stderr_tail": tail(err) or None, "console_log": None, "console_tail": None}
+
+    if status == "ok":
+        missing = [f for f in REQUIRED_OK_FILES if f not in files]
+        if missing:
+            fail("missing raw files: " + ", ".join(missing))
+    elif not isinstance(failure, dict):
+        failure = {"stage": "run", "reason": "meta.json says failed but gives no failure object"}
+
+    if isinstance(failure, dict):
+        failure = dict(failure)
+        if failure.get("stage") not in ("boot", "run", "collect"):
+            warnings.append(f"failure.stage={failure.get('stage')!r} replaced by 'run'")
+            failure["stage"] = "run"
+        failure["reason"] = str(failure.get("reason") or "no reason given")
+        if failure.get("stderr_tail") is None and stderr_text:
+            failure["stderr_tail"] = tail(stderr_text)
+        failure["exit_code"] = _int_or_none(failure.get("exit_code"))
+        for k in ("stderr_tail", "console_log", "console_tail"):
+            if failure.get(k) is not None and not isinstance(failure[k], str):
+                failure[k] = str(failure[k])
+            if failure.get(k) == "":
+                failure[k] = None
+
+    runs: list[dict[str, Any]] = []
+    hf_summary = None
+    hf_text = _read(raw, "hyperfine.json")
+    if hf_text is not None:
+        try:
+            hf = parse_hyperfine(hf_text)
+            hf_summary = {k: hf[k] for k in ("mean", "stddev", "median", "min", "max",
+                                              "user", "system")}
+            perf_text = _read(raw, "perf.csv")
+            perf_groups = parse_perf_csv(perf_text) if perf_text is not None else []
+            h_text = _read(raw, "harness.jsonl")
+            harness, hw = parse_harness_jsonl(h_text) if h_text is not None else ([], [])
+            warnings.extend(hw)
+            runs = build_runs(hf, perf_groups, harness, meta, warnings)
+        except ValueError as e:
+            if status == "ok":
+                fail(f"cannot parse raw files: {e}")
+            else:
+                warnings.append(str(e))
+    if status == "ok" and runs and not any(r["included"] for r in runs):
+        codes = sorted({r["exit_code"] for r in runs}, key=str)
+        fail(f"all {len(runs)} runs failed (exit codes {codes})", stage="run",
+             exit_code=next((c for c in codes if isinstance(c, int) and c != 0), None))
+    if status == "ok" and not runs:
+        fail("hyperfine.json has no measured runs")
+
+    def state(suffix: str) -> dict[str, int | None]:
+        mi, vm = _read(raw, f"meminfo.{suffix}"), _read(raw, f"vmstat.{suffix}")
+        return directmap_state(parse_meminfo(mi) if mi else None, parse_vmstat(vm) if vm else None)
+
+    doc: dict[str, Any] = {"schema_version": 1}
+    for k in PROVENANCE_OBJECTS:
+        v = meta.get(k)
+        doc[k] = v if isinstance(v, dict) else {}
+    if "id" not in doc["campaign"]:
+        doc["campaign"]["id"] = "unknown"
+        warnings.append("meta.campaign.id missing")
+    block = _int_or_none(meta.get("block"))
+    if block is None or block < 0:
+        warnings.append(f"meta.block={meta.get('block')!r}; using 0")
+        block = 0
+    doc.update({
+        "variant": meta["variant"],
+        "workload": meta["workload"],
+        "block": block,
+        "order_index": _int_or_none(meta.get("order_index")),
+        "status": status,
+        "failure": failure if status == "failed" else None,
+        "started_at": meta.get("started_at"),
+        "finished_at": meta.get("finished_at"),
+        "runs": runs,
+        "directmap": {"before": state("before"), "after": state("after")},
+        "collect": {"collected_at": _now(), "raw_dir": str(raw), "kablab_version": __version__,
+                    "files": files, "hyperfine_summary": hf_summary, "warnings": warnings},
+    })
+    return doc
+
+
+def collect_to(raw_dir: str | Path, out: str | Path) -> dict[str, Any]:
+    """Collect, validate, and write atomically. Raises CollectError / ValueError."""
+    doc = collect(raw_dir)
+    errs = validation_errors(doc)
+    if errs:
+        raise ValueError("collected result is not schema-valid:\n  " + "\n  ".join(errs))
+    atomic_write_json(out, doc)
+    return doc
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python3 -m kablab.collect", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("raw_dir", help="raw run directory (design.md)")
+    ap.add_argument("out", help="result JSON to write (atomically)")
+    args = ap.parse_args(argv)
+    try:
+        doc = collect_to(args.raw_dir, args.out)
+    except (CollectError, ValueError, OSError) as e:
+        print(f"kablab.collect: error: {e}", file=sys.stderr)
+        return 1
+    for w in doc["collect"]["warnings"]:
+        print(f"kablab.collect: warning: {w}", file=sys.stderr)
+    if doc["status"] == "failed":
+        f = doc["failure"]
+        print(f"kablab.collect: block failed at {f['stage']}: {f['reason']}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

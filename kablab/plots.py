@@ -1,0 +1,87 @@
+"""Inline SVG plots (matplotlib, Agg/SVG backend, text kept as escaped SVG text)."""
+
+from __future__ import annotations
+
+import io
+import math
+import re
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from .stats import Analysis, Comparison, MetricData  # noqa: E402
+
+matplotlib.rcParams.update({
+    "svg.fonttype": "none",        # real <text>, small files
+    "svg.hashsalt": "kablab",      # deterministic ids
+    "text.parse_math": False,      # workload names are data, not mathtext
+    "font.size": 9,
+    "axes.grid": True,
+    "grid.alpha": 0.3,
+})
+
+COLORS = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860"]
+
+
+def _svg(fig: plt.Figure) -> str:
+    buf = io.StringIO()
+    fig.savefig(buf, format="svg", bbox_inches="tight", metadata={"Date": None})
+    plt.close(fig)
+    s = buf.getvalue()
+    # drop the XML declaration / DOCTYPE so the SVG can be inlined in HTML
+    s = s[s.index("<svg"):]
+    s = re.sub(r"<metadata>.*?</metadata>", "", s, flags=re.S)
+    return s
+
+
+def distribution_svg(workload: str, metrics: list[MetricData], variants: list[str]) -> str:
+    """Per-kernel box plot + jittered points, one panel per metric of the workload."""
+    n = len(metrics)
+    ncols = min(3, n)
+    nrows = math.ceil(n / ncols)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.6 * ncols, 2.7 * nrows), squeeze=False)
+    rng = np.random.default_rng(0)
+    for ax, md in zip(axes.flat, metrics):
+        present = [v for v in variants if md.values.get(v)]
+        data = [md.values[v] for v in present]
+        if data:
+            ax.boxplot(data, widths=0.5, showfliers=False,
+                       medianprops={"color": "black"})
+            for i, (v, vals) in enumerate(zip(present, data), 1):
+                x = i + rng.uniform(-0.12, 0.12, len(vals))
+                ax.plot(x, vals, "o", ms=3.5, alpha=0.75,
+                        color=COLORS[variants.index(v) % len(COLORS)])
+            ax.set_xticks(range(1, len(present) + 1), present)
+        ax.set_title(f"{md.metric} [{md.unit}] ({md.better} is better)", fontsize=8.5)
+    for ax in list(axes.flat)[n:]:
+        ax.set_visible(False)
+    fig.suptitle(workload, fontsize=10)
+    fig.tight_layout()
+    return _svg(fig)
+
+
+def forest_svg(an: Analysis) -> str:
+    """% change (positive = better) with bootstrap 95 % CI for every comparison."""
+    comps: list[Comparison] = [c for c in an.comparisons if math.isfinite(c.pct)]
+    if not comps:
+        return ""
+    h = max(2.0, 0.28 * len(comps) + 1.0)
+    fig, ax = plt.subplots(figsize=(9, h))
+    labels = []
+    for y, c in enumerate(reversed(comps)):
+        color = COLORS[an.variants.index(c.variant) % len(COLORS)]
+        lo = c.ci_lo if math.isfinite(c.ci_lo) else c.pct
+        hi = c.ci_hi if math.isfinite(c.ci_hi) else c.pct
+        ax.errorbar([c.pct], [y], xerr=[[c.pct - lo], [hi - c.pct]], fmt="o" if c.significant
+                    else "o", mfc=color if c.significant else "white", color=color, capsize=3)
+        labels.append(f"{c.workload[:40]} | {c.metric} | {c.variant}"
+                      + (" *" if c.significant else ""))
+    ax.axvline(0, color="black", lw=0.8)
+    ax.set_yticks(range(len(labels)), labels, fontsize=8)
+    ax.set_xlabel(f"% change vs {an.baseline} (positive = better), bootstrap 95% CI; "
+                  "filled = significant")
+    fig.tight_layout()
+    return _svg(fig)

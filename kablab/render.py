@@ -1,0 +1,289 @@
+"""Render a loaded campaign: index.html, summary.txt, summary-lkp.txt, results.csv,
+results.json — all written atomically into the campaign directory."""
+
+from __future__ import annotations
+
+import csv
+import io
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from . import __version__
+from .fmt import count, finite, num, pct
+from .load import Campaign
+from .plots import distribution_svg, forest_svg
+from .stats import TLB_EVENTS, Analysis, analyse, pct_change, perf_summary
+from .textreport import lkp_text, row_change, summary_text
+from .util import atomic_write_json, atomic_write_text
+
+TCG_BANNER = ("Emulated CPU (TCG): timings do not reflect hardware TLB behaviour; "
+              "direct-map state is real")
+DM_FIELDS = ("DirectMap4k", "DirectMap2M", "DirectMap1G", "direct_map_level2_splits",
+             "direct_map_level3_splits", "PageTables", "nr_page_table_pages")
+DM_LABELS = {"DirectMap4k": "DirectMap 4k kB", "DirectMap2M": "DirectMap 2M kB",
+             "DirectMap1G": "DirectMap 1G kB", "direct_map_level2_splits": "level2 splits",
+             "direct_map_level3_splits": "level3 splits", "PageTables": "PageTables kB",
+             "nr_page_table_pages": "nr_page_ table_pages"}
+CSV_FIELDS = ("campaign", "variant", "workload", "block", "order_index", "host", "accel",
+              "run_index", "exit_code", "included", "source", "metric", "value", "unit",
+              "better", "supported")
+
+
+def _env() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
+        autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True,
+        lstrip_blocks=True)
+    env.filters["num"] = num
+    env.filters["count"] = count
+    return env
+
+
+def dm_cost_kib(state: dict[str, Any]) -> int | None:
+    """Direct-map page-table cost = (level2 + level3 splits) x 4 KiB."""
+    l2, l3 = state.get("direct_map_level2_splits"), state.get("direct_map_level3_splits")
+    if l2 is None and l3 is None:
+        return None
+    return ((l2 or 0) + (l3 or 0)) * 4
+
+
+def directmap_rows(camp: Campaign) -> list[dict[str, Any]]:
+    rows = []
+    for r in sorted(camp.results, key=lambda r: (r["workload"], camp.variants().index(r["variant"]),
+                                                 r["block"])):
+        b, a = r["directmap"]["before"], r["directmap"]["after"]
+        if all(v is None for v in list(b.values()) + list(a.values())):
+            continue
+        cb, ca = dm_cost_kib(b), dm_cost_kib(a)
+        rows.append({"workload": r["workload"], "variant": r["variant"], "block": r["block"],
+                     "status": r["status"], "before": b, "after": a,
+                     "cost_before_kib": cb, "cost_after_kib": ca,
+                     "cost_delta_kib": ca - cb if ca is not None and cb is not None else None})
+    return rows
+
+
+def _cell(value: float, change: float, sig: bool, better_sign: bool, baseline: bool) -> dict:
+    cls = ""
+    if sig:
+        cls = "sig-better" if change > 0 else "sig-worse"
+    mark = ("*", "*") if sig else ("(", ")")
+    return {"value": num(value), "change": f"{mark[0]}{pct(0.0 if baseline else change).strip()}%"
+            f"{mark[1]}", "cls": cls}
+
+
+def workload_sections(an: Analysis, camp: Campaign) -> list[dict[str, Any]]:
+    sections = []
+    for wl in an.workloads:
+        metrics = [md for (w, _), md in an.metrics.items() if w == wl]
+        tables = []
+        for md in metrics:
+            base = an.summaries.get((wl, md.metric, an.baseline))
+            rows = []
+            for row in ("Min", "Central", "Stddev", "CoeffVar", "Max"):
+                label = row
+                cells = []
+                for v in an.variants:
+                    s = an.summaries.get((wl, md.metric, v))
+                    if s is None:
+                        cells.append({"value": "-", "change": "", "cls": "missing"})
+                        continue
+                    if row == "Central":
+                        label = s.central_kind
+                    value = {"Min": s.min, "Central": s.central, "Stddev": s.stddev,
+                             "CoeffVar": s.coeffvar, "Max": s.max}[row]
+                    is_base = v == an.baseline
+                    ch = 0.0 if is_base or base is None else row_change(row, base, s, md.better)
+                    c = an.comparison(wl, md.metric, v)
+                    sig = row == "Central" and c is not None and c.significant
+                    cells.append(_cell(value, ch, sig, True, is_base))
+                rows.append({"label": label, "cells": cells})
+            ns = [an.summaries[(wl, md.metric, v)].n if (wl, md.metric, v) in an.summaries else 0
+                  for v in an.variants]
+            ci = [an.summaries[(wl, md.metric, v)].ci95_halfwidth
+                  if (wl, md.metric, v) in an.summaries else None for v in an.variants]
+            tables.append({"metric": md.metric, "unit": md.unit, "better": md.better,
+                           "source": md.source, "rows": rows, "n": ns,
+                           "ci": [num(x) if finite(x) else "n/a" for x in ci]})
+        comps = [{
+            "variant": c.variant, "metric": c.metric, "pct": f"{c.pct:+.2f}" if finite(c.pct) else "n/a",
+            "ci": (f"[{c.ci_lo:+.2f}, {c.ci_hi:+.2f}]" if finite(c.ci_lo) else "n/a"),
+            "ci_method": c.ci_method,
+            "welch": _p(c.welch_p), "welch_holm": _p(c.welch_p_holm),
+            "mw": _p(c.mw_p), "mw_holm": _p(c.mw_p_holm),
+            "significant": c.significant, "mw_significant": c.mw_significant,
+            "n": f"{c.n_base}/{c.n_new}", "note": c.note,
+            "cls": ("sig-better" if c.pct > 0 else "sig-worse") if c.significant else "",
+        } for c in an.comparisons if c.workload == wl]
+        verdict = an.verdict(wl)
+        sections.append({
+            "name": wl, "anchor": f"wl{len(sections)}", "tables": tables, "comparisons": comps,
+            "verdict": verdict, "has_sig": verdict != ["no significant difference"],
+            "svg": distribution_svg(wl, metrics, an.variants) if metrics else "",
+            "failed": [r for r in camp.failed if r["workload"] == wl],
+        })
+    return sections
+
+
+def _p(p: float) -> str:
+    return f"{p:.3g}" if finite(p) else "n/a"
+
+
+def tlb_tables(an: Analysis, camp: Campaign) -> list[dict[str, Any]]:
+    ps = perf_summary(camp)
+    cols = ["dTLB-loads", "dTLB-load-misses", "dTLB-miss-rate",
+            "iTLB-loads", "iTLB-load-misses", "iTLB-miss-rate"]
+    out = []
+    for wl in an.workloads:
+        per_var = ps.get(wl)
+        if not per_var:
+            continue
+        base = per_var.get(an.baseline, {})
+        extra = sorted({e for cells in per_var.values() for e in cells
+                        if e not in cols and e not in TLB_EVENTS})
+        rows = []
+        for v in an.variants:
+            cells = per_var.get(v)
+            if cells is None:
+                continue
+
+            def cell(e: str) -> dict[str, str]:
+                pc = cells.get(e)
+                val = pc.mean if pc else None
+                txt = (f"{val:.3f} %" if e.endswith("rate") and val is not None else count(val))
+                b = base.get(e)
+                ch = ""
+                if v != an.baseline and val is not None and b is not None and b.mean:
+                    ch = f"({pct_change(b.mean, val, 'lower'):+.2f}%)"
+                return {"text": txt, "change": ch, "na": val is None}
+            rows.append({"variant": v, "cells": [cell(e) for e in cols],
+                         "extra": [cell(e) for e in extra]})
+        out.append({"workload": wl, "cols": cols, "extra_cols": extra, "rows": rows})
+    return out
+
+
+def provenance(camp: Campaign, an: Analysis) -> dict[str, Any]:
+    kernels = {}
+    for v in an.variants:
+        rs = [r for r in camp.results if r["variant"] == v]
+        k = next((r["kernel"] for r in rs if r["kernel"]), {})
+        kernels[v] = {
+            "kernel": k,
+            "guest_cmdlines": sorted({r["guest"].get("cmdline") or "" for r in rs}),
+            "uname": sorted({f"{r['guest'].get('uname_r')} {r['guest'].get('uname_v')}"
+                             for r in rs if r["guest"].get("uname_r")}),
+            "build_keys": sorted({r["kernel"].get("key", "?") for r in rs}),
+        }
+    binaries: dict[str, set[str]] = {}
+    for r in camp.results:
+        binaries.setdefault(r["workload"], set()).add(r["binary"].get("sha256") or "?")
+
+    def uniq(f) -> list[str]:  # type: ignore[no-untyped-def]
+        return sorted({str(f(r)) for r in camp.results})
+    order = sorted(camp.results, key=lambda r: (r.get("order_index") is None,
+                                                r.get("order_index") or 0))
+    dates = [d for r in camp.results for d in (r.get("started_at"), r.get("finished_at")) if d]
+    return {
+        "kernels": kernels,
+        "binaries": {wl: sorted(s) for wl, s in sorted(binaries.items())},
+        "accel": uniq(lambda r: r["host"].get("accel")),
+        "host_cpu": uniq(lambda r: r["host"].get("cpu_model")),
+        "host_kernel": uniq(lambda r: r["host"].get("kernel")),
+        "hosts": uniq(lambda r: r["host"].get("name")),
+        "guest": uniq(lambda r: ", ".join(f"{k}={r['guest'].get(k)}" for k in
+                                          ("vcpus", "memory_mib", "machine", "cpu",
+                                           "memory_backing", "vcpu_pinning"))),
+        "tools": uniq(lambda r: f"{r['tools'].get('hyperfine')}; {r['tools'].get('perf')}"),
+        "runner": uniq(lambda r: ", ".join(f"{k}={r['runner'].get(k)}" for k in
+                                           ("runs", "warmup", "timeout_s"))),
+        "seeds": uniq(lambda r: r["campaign"].get("seed")),
+        "first": min(dates) if dates else "n/a", "last": max(dates) if dates else "n/a",
+        "order": [{"order_index": r.get("order_index"), "variant": r["variant"],
+                   "workload": r["workload"], "block": r["block"], "status": r["status"],
+                   "host": r["host"].get("name"), "accel": r["host"].get("accel"),
+                   "started_at": r.get("started_at"), "finished_at": r.get("finished_at"),
+                   "file": r["_file"], "warnings": r["collect"]["warnings"]} for r in order],
+    }
+
+
+def tidy_rows(camp: Campaign) -> list[dict[str, Any]]:
+    rows = []
+    for r in camp.results:
+        common = {"campaign": r["campaign"].get("id"), "variant": r["variant"],
+                  "workload": r["workload"], "block": r["block"],
+                  "order_index": r.get("order_index"), "host": r["host"].get("name"),
+                  "accel": r["host"].get("accel")}
+        for run in r["runs"]:
+            base = dict(common, run_index=run["index"], exit_code=run["exit_code"],
+                        included=run["included"] and r["status"] == "ok")
+            rows.append(dict(base, source="hyperfine", metric="wall_s", value=run["wall_s"],
+                             unit="s", better="lower", supported=run["wall_s"] is not None))
+            for name, m in run["metrics"].items():
+                rows.append(dict(base, source="harness", metric=name, value=m["value"],
+                                 unit=m["unit"], better=m["better"],
+                                 supported=m["value"] is not None))
+            for name, p in run["perf"].items():
+                rows.append(dict(base, source="perf", metric=name, value=p["value"],
+                                 unit=p["unit"], better="lower", supported=p["supported"]))
+    return rows
+
+
+def csv_text(rows: list[dict[str, Any]]) -> str:
+    buf = io.StringIO()
+    w = csv.DictWriter(buf, fieldnames=CSV_FIELDS, lineterminator="\n")
+    w.writeheader()
+    for row in rows:
+        w.writerow({k: ("" if row[k] is None else row[k]) for k in CSV_FIELDS})
+    return buf.getvalue()
+
+
+def build_context(camp: Campaign, an: Analysis) -> dict[str, Any]:
+    first = camp.results[0]["campaign"] if camp.results else {}
+    tcg = any(r["host"].get("accel") == "tcg" for r in camp.results)
+    excluded = [{"variant": r["variant"], "workload": r["workload"], "block": r["block"],
+                 "index": run["index"], "exit_code": run["exit_code"],
+                 "reason": run["exclude_reason"]}
+                for r in camp.ok for run in r["runs"] if not run["included"]]
+    return {
+        "campaign": first, "generated_at": datetime.now(timezone.utc).strftime(
+            "%Y-%m-%d %H:%M:%SZ"), "version": __version__,
+        "tcg": tcg, "tcg_banner": TCG_BANNER, "baseline": an.baseline, "variants": an.variants,
+        "n_comparisons": len(an.comparisons), "invalid": camp.invalid,
+        "failed": camp.failed, "excluded": excluded, "directmap_rows": directmap_rows(camp),
+        "dm_fields": DM_FIELDS, "dm_labels": DM_LABELS, "n_results": len(camp.results),
+    }
+
+
+def render_campaign(camp: Campaign, out_dir: str | Path | None = None) -> dict[str, Path]:
+    out = Path(out_dir or camp.root)
+    an = analyse(camp)
+    ctx = build_context(camp, an)
+    ctx.update({"sections": workload_sections(an, camp), "forest": forest_svg(an),
+                "tlb": tlb_tables(an, camp), "prov": provenance(camp, an),
+                "verdicts": [(wl, an.verdict(wl)) for wl in an.workloads]})
+    html = _env().get_template("report.html.j2").render(**ctx)
+    rows = tidy_rows(camp)
+    paths = {name: out / name for name in ("index.html", "summary.txt", "summary-lkp.txt",
+                                          "results.csv", "results.json")}
+    atomic_write_text(paths["index.html"], html)
+    atomic_write_text(paths["summary.txt"], summary_text(an, ctx))
+    atomic_write_text(paths["summary-lkp.txt"], lkp_text(an, ctx))
+    atomic_write_text(paths["results.csv"], csv_text(rows))
+    merged = {
+        "schema_version": 1, "generated_at": ctx["generated_at"], "kablab_version": __version__,
+        "campaign": ctx["campaign"], "baseline": an.baseline, "variants": an.variants,
+        "workloads": an.workloads, "tcg": ctx["tcg"],
+        "invalid_files": [{"path": f.path, "error": f.error} for f in camp.invalid],
+        "failed_blocks": [{"variant": r["variant"], "workload": r["workload"],
+                           "block": r["block"], "file": r["_file"], "failure": r["failure"]}
+                          for r in camp.failed],
+        "analysis": an.to_json(),
+        "directmap": ctx["directmap_rows"],
+        "rows": rows,
+        "results": [dict({k: v for k, v in r.items() if k != "_file"}, file=r["_file"])
+                    for r in camp.results],
+    }
+    atomic_write_json(paths["results.json"], merged)
+    return paths
