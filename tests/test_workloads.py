@@ -1,0 +1,297 @@
+"""Tests for workloads/: the build, the harness contract (docs/design.md
+"Workload binaries and harness output") and every workload's CLI.
+
+module-bpf-churn and secretmem-frag are never run for real on the host
+(they load modules/BPF programs and change the direct map): only their
+--help, usage errors and --dry-run paths are exercised here.
+"""
+import hashlib
+import json
+import math
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+WL = ROOT / "workloads"
+BUILD = WL / "build"
+
+ALL = sorted(p.name for p in WL.iterdir()
+             if p.is_dir() and p.name not in ("lib", "build")
+             and (p / f"{p.name}.c").is_file())
+HOST_UNSAFE = {"module-bpf-churn", "secretmem-frag"}
+
+# small, fast parameters for the workloads that are safe on the host
+HOST_SAFE = {
+    "pipe-pingpong": ["--iterations", "200"],
+    "unix-socket": ["--iterations", "200", "--msg-size", "128"],
+    "pagecache-read": ["--size-mib", "4", "--iterations", "1"],  # + --dir
+    "page-fault": ["--size-mib", "2", "--iterations", "2"],
+    "fork-exec": ["--iterations", "10"],
+    "syscall-mix": ["--iterations", "3000"],
+    "hackbench": ["--groups", "1", "--fds", "4", "--loops", "10",
+                  "--iterations", "1"],
+}
+# options whose zero value is a usage error
+SIZE_OPTS = {
+    "pagecache-read": ["--size-mib"],
+    "page-fault": ["--size-mib"],
+    "unix-socket": ["--msg-size"],
+    "syscall-mix": ["--read-bytes"],
+    "hackbench": ["--groups", "--fds", "--loops", "--msg-size"],
+    "secretmem-frag": ["--regions", "--region-kib", "--file-mib"],
+    "module-bpf-churn": ["--pipes", "--pipe-kib"],
+    "pipe-pingpong": [],
+    "fork-exec": [],
+}
+COMMON_BAD = [
+    ["--no-such-option"],
+    ["-z"],
+    ["--seed"],
+    ["--seed", "abc"],
+    ["--seed", "-1"],
+    ["--seed", "12x"],
+    ["--iterations", "0"],
+    ["--iterations", "-3"],
+    ["--iterations", "1.5"],
+    ["--duration-s", "0"],
+    ["--duration-s", "-1"],
+    ["--duration-s", "nan"],
+    ["--duration-s", "soon"],
+    ["stray-positional"],
+]
+
+
+def readme_template():
+    """The worked example's C block from workloads/README.md."""
+    text = (WL / "README.md").read_text()
+    m = re.search(r"`workloads/getpid-loop/getpid-loop\.c`:\n\n```c\n(.*?)```",
+                  text, re.S)
+    assert m, "worked example not found in workloads/README.md"
+    return m.group(1)
+
+
+def run(name, *args, timeout=30, build=BUILD):
+    return subprocess.run([str(build / name), *args], capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def sha256(path):
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+@pytest.fixture(scope="session")
+def build_output():
+    """One clean build per session; returns the make output."""
+    subprocess.run(["make", "-C", str(WL), "clean"], check=True,
+                   capture_output=True)
+    p = subprocess.run(["nice", "make", "-C", str(WL)], capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    return p.stdout + p.stderr
+
+
+def check_schema(doc, name, seed):
+    assert set(doc) == {"workload", "seed", "params", "elapsed_s", "metrics"}
+    assert doc["workload"] == name
+    assert doc["seed"] == seed and isinstance(doc["seed"], int)
+    assert isinstance(doc["params"], dict)
+    for k, v in doc["params"].items():
+        assert isinstance(k, str) and k
+        assert v is None or isinstance(v, (int, float, str, bool)), (k, v)
+    assert isinstance(doc["elapsed_s"], (int, float)) and doc["elapsed_s"] > 0
+    assert isinstance(doc["metrics"], dict) and doc["metrics"]
+    for k, m in doc["metrics"].items():
+        assert set(m) == {"value", "unit", "better"}, k
+        assert isinstance(m["value"], (int, float)) and not isinstance(m["value"], bool)
+        assert math.isfinite(m["value"])
+        assert isinstance(m["unit"], str) and m["unit"]
+        assert m["better"] in ("higher", "lower")
+
+
+def host_args(name, tmp_path):
+    args = list(HOST_SAFE[name])
+    if name == "pagecache-read":
+        args += ["--dir", str(tmp_path)]
+    return args
+
+
+# ---------------------------------------------------------------- build
+
+def test_discovered_workloads():
+    assert {"pagecache-read", "pipe-pingpong", "unix-socket", "page-fault",
+            "fork-exec", "syscall-mix", "hackbench", "secretmem-frag",
+            "module-bpf-churn"} <= set(ALL)
+    assert set(ALL) == set(HOST_SAFE) | HOST_UNSAFE
+
+
+def test_build_has_no_warnings(build_output):
+    assert "warning" not in build_output.lower(), build_output
+    assert "-Werror" in build_output and "-static" in build_output
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_binary_is_static(build_output, name):
+    out = subprocess.run(["readelf", "-lW", str(BUILD / name)],
+                         capture_output=True, text=True, check=True).stdout
+    assert "Program Headers" in out
+    assert "INTERP" not in out
+    assert "DYNAMIC" not in out
+
+
+def test_sha256sums(build_output):
+    lines = (BUILD / "SHA256SUMS").read_text().splitlines()
+    sums = {}
+    for line in lines:
+        digest, name = line.split("  ", 1)
+        sums[name] = digest
+    assert sorted(sums) == ALL
+    for name, digest in sums.items():
+        assert sha256(BUILD / name) == digest, name
+    check = subprocess.run(["sha256sum", "-c", "--quiet", "SHA256SUMS"],
+                           cwd=BUILD, capture_output=True, text=True)
+    assert check.returncode == 0, check.stdout + check.stderr
+
+
+def test_new_workload_is_picked_up_and_build_is_deterministic(build_output, tmp_path):
+    copy = tmp_path / "workloads"
+    subprocess.run(["rsync", "-a", "--exclude", "build/", "--exclude", "*.ko",
+                    f"{WL}/", f"{copy}/"], check=True)
+    (copy / "getpid-loop").mkdir()
+    (copy / "getpid-loop" / "getpid-loop.c").write_text(readme_template())
+    (copy / "notes").mkdir()                 # a dir without notes/notes.c
+    (copy / "notes" / "other.c").write_text("#error not a workload\n")
+    p = subprocess.run(["nice", "make", "-C", str(copy)], capture_output=True,
+                       text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "warning" not in (p.stdout + p.stderr).lower()
+    names = [l.split("  ", 1)[1] for l in
+             (copy / "build" / "SHA256SUMS").read_text().splitlines()]
+    assert names == sorted(ALL + ["getpid-loop"])
+    r = run("getpid-loop", "--json", "--iterations", "50", build=copy / "build")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    check_schema(doc, "getpid-loop", 1)
+    assert doc["params"]["batch"] == 10 and doc["params"]["iterations"] == 50
+    assert doc["metrics"]["calls_per_s"]["value"] > 0
+    # same sources built in another directory: identical binaries
+    for name in ALL:
+        assert sha256(copy / "build" / name) == sha256(BUILD / name), name
+    r = run("getpid-loop", "--batch", "0", build=copy / "build")
+    assert r.returncode == 2 and "usage:" in r.stderr
+
+
+# ---------------------------------------------------------------- host runs
+
+@pytest.mark.parametrize("name", sorted(HOST_SAFE))
+def test_json_run(build_output, name, tmp_path):
+    args = host_args(name, tmp_path)
+    docs = []
+    for _ in range(2):
+        r = run(name, "--json", "--seed", "7", *args)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout.count("\n") == 1 and r.stdout.endswith("}\n")
+        doc = json.loads(r.stdout)
+        check_schema(doc, name, 7)
+        for k, m in doc["metrics"].items():
+            assert m["value"] > 0, (k, m)
+        docs.append(doc)
+    assert docs[0]["params"] == docs[1]["params"]
+    assert docs[0]["params"]["iterations"] == int(args[args.index("--iterations") + 1])
+    if name == "pagecache-read":
+        assert list(tmp_path.iterdir()) == []    # its file is gone
+
+
+@pytest.mark.parametrize("name,key", [("pagecache-read", "rand_bytes_per_pass"),
+                                      ("syscall-mix", "ops_getppid")])
+def test_seed_changes_plan(build_output, name, key, tmp_path):
+    args = host_args(name, tmp_path)
+    vals = set()
+    for seed in ("1", "2", "3"):
+        r = run(name, "--json", "--seed", seed, *args)
+        assert r.returncode == 0, r.stderr
+        vals.add(json.loads(r.stdout)["params"][key])
+    assert len(vals) > 1
+
+
+def test_duration_bound(build_output):
+    r = run("pipe-pingpong", "--json", "--duration-s", "0.3")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["params"]["duration_s"] == 0.3 and doc["params"]["iterations"] is None
+    assert 0.25 < doc["elapsed_s"] < 5
+
+
+def test_human_output(build_output):
+    r = run("syscall-mix", "--iterations", "100")
+    assert r.returncode == 0, r.stderr
+    assert not r.stdout.lstrip().startswith("{")
+    assert "ops_per_s" in r.stdout and "higher is better" in r.stdout
+
+
+def test_fork_exec_other_program(build_output):
+    true = shutil.which("true")
+    r = run("fork-exec", "--json", "--iterations", "5", "--exec", true)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["params"]["exec"] == true
+
+
+@pytest.mark.parametrize("name,args,msg", [
+    ("pagecache-read", ["--dir", "/nonexistent/kablab", "--size-mib", "1"],
+     "No such file or directory"),
+    ("fork-exec", ["--exec", "/nonexistent/kablab"], "No such file or directory"),
+    ("module-bpf-churn", ["--dry-run", "--module", "/nonexistent/x.ko"],
+     "No such file or directory"),
+])
+def test_runtime_failure_exit_1(build_output, name, args, msg):
+    r = run(name, "--json", *args)
+    assert r.returncode == 1, (r.returncode, r.stdout, r.stderr)
+    assert msg in r.stderr and r.stdout == ""
+
+
+# ---------------------------------------------------------------- all workloads
+
+@pytest.mark.parametrize("name", ALL)
+def test_dry_run(build_output, name):
+    outs = []
+    for seed in ("5", "5", "6"):
+        r = run(name, "--json", "--dry-run", "--seed", seed)
+        assert r.returncode == 0, r.stderr
+        doc = json.loads(r.stdout)
+        assert doc["dry_run"] is True and doc["metrics"] == {}
+        assert doc["workload"] == name and doc["seed"] == int(seed)
+        outs.append(doc["params"])
+    assert outs[0] == outs[1]
+    if name == "module-bpf-churn":
+        assert outs[0]["plan_fnv64"] != outs[2]["plan_fnv64"]
+        assert outs[0]["module_churn"].startswith("skipped")
+        assert outs[0]["pipes_closed"] == 4000
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_help(build_output, name):
+    r = run(name, "--help")
+    assert r.returncode == 0
+    assert r.stdout.startswith(name + ":") and "usage:" in r.stdout
+    for opt in ("--seed", "--json", "--duration-s", "--iterations"):
+        assert opt in r.stdout
+    for opt in SIZE_OPTS[name]:
+        assert opt in r.stdout
+    assert "--child" not in r.stdout
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_bad_arguments_exit_2(build_output, name):
+    cases = list(COMMON_BAD)
+    for opt in SIZE_OPTS[name]:
+        cases += [[opt, "0"], [opt, "-4"], [opt, "x"], [opt, ""]]
+    for bad in cases:
+        # --dry-run first: a parser bug must never run a kernel-touching
+        # workload for real on the host
+        r = run(name, "--dry-run", *bad)
+        assert r.returncode == 2, (bad, r.returncode, r.stdout, r.stderr)
+        assert "usage: " + name in r.stderr, bad
+        assert r.stdout == "", bad
