@@ -1,0 +1,110 @@
+"""Issue 6: one command runs a whole A/B campaign; it resumes; it spreads over hosts."""
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, run_playbook
+
+VARIANTS = ["stock", "grouped", "split4k"]
+
+
+def workloads() -> list[str]:
+    import yaml
+    return yaml.safe_load((REPO / "inventory/group_vars/all/workloads.yml").read_text())["kablab_workloads"]
+
+
+def result_files(campaign: Path) -> list[Path]:
+    return sorted((campaign / "results").glob("*/*.json"))
+
+
+def kablab_domains() -> list[str]:
+    out = subprocess.run(["virsh", "-c", "qemu:///system", "list", "--all", "--name"],
+                         capture_output=True, text=True, check=True).stdout
+    return [d for d in out.split() if d.startswith("kablab")]
+
+
+@pytest.fixture(scope="module")
+def reports(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("reports")
+
+
+@pytest.fixture(scope="module")
+def smoke_campaign(kernels, reports) -> dict:
+    """The README's campaign command, interrupted during its run stage, then resumed."""
+    extra = ["-e", "kablab_profile=smoke", "-e", f"kablab_reports_dir={reports}"]
+    cmd = ["ansible-playbook", "playbooks/site.yml", *extra]
+    first = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                             start_new_session=True)
+    deadline = time.time() + 3600
+    interrupted_with = 0
+    while first.poll() is None and time.time() < deadline:
+        latest = reports / "latest"
+        if latest.exists() and len(result_files(latest.resolve())) >= 4:
+            first.send_signal(signal.SIGTERM)
+            interrupted_with = len(result_files(latest.resolve()))
+            break
+        time.sleep(2)
+    first.communicate(timeout=300)
+    assert interrupted_with, "the campaign ended before it could be interrupted"
+    campaign = (reports / "latest").resolve()
+    resumed_start = time.time()
+    resumed = run_playbook("site.yml", *extra, timeout=5400)
+    resumed_s = time.time() - resumed_start
+    assert resumed.rc == 0, resumed.output[-5000:]
+    return {"dir": campaign, "extra": extra, "interrupted_with": interrupted_with,
+            "resumed": resumed, "resumed_s": resumed_s}
+
+
+def test_campaign_has_every_result_once(smoke_campaign):
+    campaign = smoke_campaign["dir"]
+    files = result_files(campaign)
+    expected = {f"{v}/{w}-block0.json" for v in VARIANTS for w in workloads()}
+    assert {str(f.relative_to(campaign / "results")) for f in files} == expected
+    for f in files:
+        doc = json.loads(f.read_text())
+        assert doc["status"] == "ok", (f, doc.get("failure"))
+        assert doc["host"]["accel"] in ("kvm", "tcg")
+        assert doc["binary"]["sha256"]
+        assert doc["guest"]["uname_r"].endswith(f"-kablab-{doc['variant']}")
+    print(f"interrupted after {smoke_campaign['interrupted_with']} results; resume took "
+          f"{smoke_campaign['resumed_s']:.0f} s")
+
+
+def test_resume_ran_only_what_was_missing(smoke_campaign):
+    out = smoke_campaign["resumed"].output
+    ran = out.count("TASK [workload_runner : Run ") and out.count("changed: [localhost -> kablab")
+    assert "Build kernel" not in out
+    assert ran > 0
+
+
+def test_report_shows_all_kernels_and_workloads(smoke_campaign):
+    html = (smoke_campaign["dir"] / "index.html").read_text()
+    for v in VARIANTS:
+        assert v in html
+    for w in workloads():
+        assert w in html
+    assert "Emulated CPU" in html or '"accel": "kvm"' in (smoke_campaign["dir"] / "results.json").read_text()
+    summary = (smoke_campaign["dir"] / "summary.txt").read_text()
+    assert max(len(line) for line in summary.splitlines()) <= 100
+
+
+def test_rerun_of_completed_campaign_does_nothing(smoke_campaign):
+    start = time.time()
+    run = run_playbook("site.yml", *smoke_campaign["extra"])
+    elapsed = time.time() - start
+    assert run.rc == 0, run.output[-4000:]
+    assert "TASK [kernel_build : Build kernel" not in run.output
+    assert "guest_image : Build the root filesystem" not in run.output
+    assert "Run workload" not in run.output.replace("(done, skipped)", "")
+    assert "Measure " not in "".join(l for l in run.output.splitlines() if l.startswith("TASK [workload_runner : Run "))
+    print(f"no-change re-run of a completed campaign: {elapsed:.1f} s")
+
+
+def test_no_domain_left_behind(smoke_campaign):
+    assert kablab_domains() == []
