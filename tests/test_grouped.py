@@ -30,9 +30,12 @@ dmesg | grep -c 'kablab_churn: init' | sed 's/^/KABLAB-INITS /'
 dmesg | grep -c 'kablab_churn: exit' | sed 's/^/KABLAB-EXITS /'
 if [ -e /sys/kernel/debug/vmalloc_group_pages ]; then
     sed 's/^/KABLAB-GP-BEFORE /' /sys/kernel/debug/vmalloc_group_pages
-    # Bounded memory pressure: touch more anonymous memory than is free
-    # (the kernel may OOM-kill the hog; that ends it too).
-    /bin/page-fault --json --size-mib 1800 --iterations 1 >/dev/null 2>&1
+    # Bounded memory pressure: one pass touching more anonymous memory than
+    # is available, so reclaim reaches the shrinkers (the OOM killer may end
+    # the hog; that bounds it too).
+    hog=$(awk '/MemAvailable/ {{print int($2 / 1024) + 64}}' /proc/meminfo)
+    echo "KABLAB-HOG-MIB $hog"
+    /bin/page-fault --json --size-mib $hog --iterations 1 >/dev/null 2>&1
     echo "KABLAB-HOG-RC $?"
     sed 's/^/KABLAB-GP-AFTER /' /sys/kernel/debug/vmalloc_group_pages
 fi
