@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_playbook
+from kablabtest import REPO, run_playbook
 
 VARIANTS = ["stock", "grouped", "split4k"]
 

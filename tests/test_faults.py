@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CACHE, REPO, run_playbook, record_case
+from kablabtest import CACHE, REPO, run_playbook, record_case
 
 STOCK = {"name": "stock", "series": ["common"], "kconfig": [], "cmdline": ""}
 

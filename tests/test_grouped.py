@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from kablabtest import REPO
 from test_kernels import boot, meminfo
 
 MODULE_LOADS = 50

@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import CACHE, REPO, run_playbook
+from kablabtest import CACHE, REPO, run_playbook
 
 URI = "qemu:///system"
 PREFIX = "kabtest"

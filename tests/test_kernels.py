@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CACHE, REPO, run_playbook
+from kablabtest import CACHE, REPO, run_playbook
 
 VARIANTS = ["stock", "grouped", "split4k"]
 
