@@ -111,3 +111,26 @@ def test_rerun_of_completed_campaign_does_nothing(smoke_campaign):
 
 def test_no_domain_left_behind(smoke_campaign):
     assert kablab_domains() == []
+
+
+def test_every_result_has_direct_map_and_perf_state(smoke_campaign):
+    for f in result_files(smoke_campaign["dir"]):
+        doc = json.loads(f.read_text())
+        for side in ("before", "after"):
+            dm = doc["directmap"][side]
+            assert dm["DirectMap4k"] > 0 and dm["direct_map_level2_splits"] is not None, f
+        for run in doc["runs"]:
+            assert set(run["perf"]) >= {"dTLB-loads", "iTLB-load-misses", "page-faults"}, f
+            for name, event in run["perf"].items():
+                # No PMU (TCG): unsupported, never a fake 0.
+                assert event["supported"] == (event["value"] is not None), (f, name)
+
+
+def test_secretmem_frag_fragments_the_direct_map(smoke_campaign):
+    for variant in ("stock", "grouped"):
+        doc = json.loads((smoke_campaign["dir"] / "results" / variant / "secretmem-frag-block0.json").read_text())
+        before, after = doc["directmap"]["before"], doc["directmap"]["after"]
+        print(f"{variant} secretmem-frag: DirectMap4k {before['DirectMap4k']} -> {after['DirectMap4k']} kB, "
+              f"level2 splits {before['direct_map_level2_splits']} -> {after['direct_map_level2_splits']}")
+        assert after["direct_map_level2_splits"] > before["direct_map_level2_splits"]
+        assert after["DirectMap4k"] > before["DirectMap4k"]
