@@ -123,6 +123,10 @@ struct wl_dmap { int64_t v[WL_DM_N]; bool have[WL_DM_N]; };
 void wl_dmap_read(struct wl_dmap *d);
 /* params "<field>_<suffix>" for every field (null when absent) */
 void wl_dmap_params(const struct wl_dmap *d, const char *suffix);
+/* delta_* metrics (lower is better) for the fields in mask (1 << WL_DM_*)
+ * that both snapshots have. */
+void wl_dmap_delta_metrics(const struct wl_dmap *before, const struct wl_dmap *after,
+			   unsigned int mask);
 
 #define WL_ARRAY_SIZE(a) (sizeof(a) / sizeof((a)[0]))
 

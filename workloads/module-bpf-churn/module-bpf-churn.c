@@ -268,15 +268,7 @@ static int run(void)
 		wl_metric("module_loads_per_s", mdone / mod_s, "1/s", "higher");
 	if (bdone)
 		wl_metric("bpf_loads_per_s", bdone / bpf_s, "1/s", "higher");
-	if (before.have[WL_DM_4K] && after.have[WL_DM_4K])
-		wl_metric("delta_directmap4k_kib", (double)(after.v[WL_DM_4K] - before.v[WL_DM_4K]),
-			  "KiB", "lower");
-	if (before.have[WL_DM_L2] && after.have[WL_DM_L2])
-		wl_metric("delta_level2_splits", (double)(after.v[WL_DM_L2] - before.v[WL_DM_L2]),
-			  "1", "lower");
-	if (before.have[WL_DM_PT] && after.have[WL_DM_PT])
-		wl_metric("delta_nr_page_table_pages", (double)(after.v[WL_DM_PT] - before.v[WL_DM_PT]),
-			  "pages", "lower");
+	wl_dmap_delta_metrics(&before, &after, 1u << WL_DM_4K | 1u << WL_DM_L2 | 1u << WL_DM_PT);
 	return 0;
 }
 

@@ -134,12 +134,7 @@ static int run(void)
 	wl_set_elapsed(touch_s + read_s);
 	wl_metric("secret_faults_per_s", regions * (rsize / pg) / touch_s, "1/s", "higher");
 	wl_metric("pread_mib_per_s", n * file_mib / read_s, "MiB/s", "higher");
-	if (before.have[WL_DM_4K] && after.have[WL_DM_4K])
-		wl_metric("delta_directmap4k_kib", (double)(after.v[WL_DM_4K] - before.v[WL_DM_4K]),
-			  "KiB", "lower");
-	if (before.have[WL_DM_L2] && after.have[WL_DM_L2])
-		wl_metric("delta_level2_splits", (double)(after.v[WL_DM_L2] - before.v[WL_DM_L2]),
-			  "1", "lower");
+	wl_dmap_delta_metrics(&before, &after, 1u << WL_DM_4K | 1u << WL_DM_L2);
 	return 0;
 }
 
