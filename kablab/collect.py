@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import signal
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -108,6 +109,16 @@ def _metrics(obj: dict[str, Any], warnings: list[str], where: str) -> dict[str, 
     return out
 
 
+def _signal_suffix(code: int) -> str:
+    """' (SIGSEGV)' for a shell-style 128+N status, else ''."""
+    if 128 < code < 128 + 65:
+        try:
+            return f" ({signal.Signals(code - 128).name})"
+        except ValueError:
+            return f" (signal {code - 128})"
+    return ""
+
+
 def build_runs(hf: dict[str, Any], perf_groups: list[dict[str, Any]],
                harness: list[dict[str, Any]], meta: dict[str, Any],
                warnings: list[str]) -> list[dict[str, Any]]:
@@ -150,9 +161,9 @@ def build_runs(hf: dict[str, Any], perf_groups: list[dict[str, Any]],
         code = exit_codes[i]
         reason = None
         if code is None:
-            reason = "exit code unknown"
+            reason = "exit code unknown (no status, or exit 0 without JSON output)"
         elif code != 0:
-            reason = f"exit code {code}"
+            reason = f"exit code {code}" + _signal_suffix(code)
         elif times[i] is None:
             reason = "no wall time"
         run: dict[str, Any] = {
@@ -205,7 +216,8 @@ def collect(raw_dir: str | Path) -> dict[str, Any]:
         status = "failed"
         # hyperfine's own output (kept by kablab-guest-run) explains a missing hyperfine.json
         err = stderr_text if stderr_text and stderr_text.strip() else _read(raw, "hyperfine.out")
-        failure = {"stage": stage, "reason": reason, "exit_code": exit_code, "signal": None,
+        sig = _signal_suffix(exit_code).strip(" ()") if exit_code is not None else ""
+        failure = {"stage": stage, "reason": reason, "exit_code": exit_code, "signal": sig or None,
                    "stderr_tail": tail(err) or None, "console_log": None, "console_tail": None}
 
     if status == "ok":
