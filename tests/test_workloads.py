@@ -11,6 +11,7 @@ import math
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -34,6 +35,7 @@ HOST_SAFE = {
     "syscall-mix": ["--iterations", "3000"],
     "hackbench": ["--groups", "1", "--fds", "4", "--loops", "10",
                   "--iterations", "1"],
+    "fault-inject": ["--iterations", "1000"],
 }
 # options whose zero value is a usage error
 SIZE_OPTS = {
@@ -46,6 +48,7 @@ SIZE_OPTS = {
     "module-bpf-churn": ["--pipes", "--pipe-kib"],
     "pipe-pingpong": [],
     "fork-exec": [],
+    "fault-inject": ["--hang-s"],
 }
 COMMON_BAD = [
     ["--no-such-option"],
@@ -124,7 +127,7 @@ def host_args(name, tmp_path):
 def test_discovered_workloads():
     assert {"pagecache-read", "pipe-pingpong", "unix-socket", "page-fault",
             "fork-exec", "syscall-mix", "hackbench", "secretmem-frag",
-            "module-bpf-churn"} <= set(ALL)
+            "module-bpf-churn", "fault-inject"} <= set(ALL)
     assert set(ALL) == set(HOST_SAFE) | HOST_UNSAFE
 
 
@@ -295,3 +298,60 @@ def test_bad_arguments_exit_2(build_output, name):
         assert r.returncode == 2, (bad, r.returncode, r.stdout, r.stderr)
         assert "usage: " + name in r.stderr, bad
         assert r.stdout == "", bad
+
+
+# ---------------------------------------------------------------- fault-inject and the guest runner
+
+@pytest.mark.parametrize("how,code", [("segv", -11), ("abort", -6), ("exit", 1)])
+def test_fault_inject_crashes_only_in_its_runs(build_output, how, code):
+    args = ["--json", "--crash-runs", "2,4", "--crash-how", how]
+    for n, want in [(None, 0), ("0", 0), ("1", 0), ("2", code), ("3", 0), ("4", code)]:
+        env = {} if n is None else {"KABLAB_RUN": n}
+        p = subprocess.run([str(BUILD / "fault-inject"), *args], capture_output=True, text=True,
+                           env=env, timeout=30)
+        assert p.returncode == want, (n, p.stderr)
+        if want == 0:
+            assert json.loads(p.stdout)["params"]["kablab_run"] == int(n or 0)
+        else:
+            assert p.stdout == "" and f"run {n} crashes ({how})" in p.stderr
+
+
+@pytest.mark.parametrize("bad", ["x", "1,", ",1", "0", "-1", "1,,2", "2;3"])
+def test_fault_inject_rejects_bad_run_lists(build_output, bad):
+    r = run("fault-inject", "--crash-runs", bad)
+    assert r.returncode == 2 and "--crash-runs" in r.stderr, (bad, r.stderr)
+
+
+def test_fault_inject_hang_is_bounded(build_output):
+    t0 = time.monotonic()
+    p = subprocess.run([str(BUILD / "fault-inject"), "--hang-runs", "1", "--hang-s", "1"],
+                       capture_output=True, text=True, env={"KABLAB_RUN": "1"}, timeout=30)
+    assert p.returncode == 1 and "ran out without being stopped" in p.stderr
+    assert 1 <= time.monotonic() - t0 < 20
+
+
+GUEST_RUN = ROOT / "roles/workload_runner/files/kablab-guest-run"
+
+
+@pytest.mark.skipif(not (shutil.which("perf") and shutil.which("hyperfine")),
+                    reason="the guest runner needs perf and hyperfine (host_setup installs them)")
+def test_guest_runner_records_crashes_perf_stat_hides(build_output, tmp_path):
+    """perf stat exits 0 when its child dies of a signal: the runner must
+    still record run 2 as SIGSEGV, run 3 as exit 1 and run 4 (a hang) as
+    killed by its timeout, and keep runs 1 and 5."""
+    out = tmp_path / "block"
+    command = (f"{BUILD / 'fault-inject'} --iterations 1000 --crash-runs 2 "
+               "--hang-runs 4 --hang-s 60")
+    p = subprocess.run(["sh", str(GUEST_RUN), str(out), "5", "1", "3", "task-clock", command],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    runner = json.loads((out / "runner.json").read_text())
+    assert runner["exit_codes"] == [0, 139, 0, 137, 0]
+    p = subprocess.run(["sh", str(GUEST_RUN), str(tmp_path / "b2"), "3", "0", "3", "task-clock",
+                        f"{BUILD / 'fault-inject'} --crash-runs 3 --crash-how exit"],
+                       capture_output=True, text=True, timeout=120)
+    assert json.loads((tmp_path / "b2/runner.json").read_text())["exit_codes"] == [0, 0, 1]
+    lines = (out / "harness.jsonl").read_text().splitlines()
+    assert len(lines) == 5 and lines[1] == "{}" and lines[3] == "{}"
+    assert [json.loads(l)["params"]["kablab_run"] for l in (lines[0], lines[2], lines[4])] == [1, 3, 5]
+    assert "[run 2] fault-inject: run 2 crashes (segv)" in (out / "stderr.log").read_text()
