@@ -239,6 +239,21 @@ def csv_text(rows: list[dict[str, Any]]) -> str:
     return buf.getvalue()
 
 
+def failed_kernels(camp: Campaign) -> list[dict[str, Any]]:
+    """Variants without a single good block (e.g. a kernel that panics at
+    boot): named at the top of the report, with the first failure's log."""
+    out = []
+    for variant in sorted({r["variant"] for r in camp.results}):
+        mine = [r for r in camp.results if r["variant"] == variant]
+        if any(r["status"] == "ok" for r in mine):
+            continue
+        first = min(mine, key=lambda r: (r["block"], r["_file"]))["failure"] or {}
+        out.append({"variant": variant, "blocks": len(mine),
+                    "stages": sorted({(r["failure"] or {}).get("stage", "?") for r in mine}),
+                    "reason": first.get("reason"), "console_log": first.get("console_log")})
+    return out
+
+
 def build_context(camp: Campaign, an: Analysis) -> dict[str, Any]:
     first = camp.results[0]["campaign"] if camp.results else {}
     tcg = any(r["host"].get("accel") == "tcg" for r in camp.results)
@@ -252,6 +267,7 @@ def build_context(camp: Campaign, an: Analysis) -> dict[str, Any]:
         "tcg": tcg, "tcg_banner": TCG_BANNER, "baseline": an.baseline, "variants": an.variants,
         "n_comparisons": len(an.comparisons), "invalid": camp.invalid,
         "failed": camp.failed, "excluded": excluded, "directmap_rows": directmap_rows(camp),
+        "failed_kernels": failed_kernels(camp),
         "dm_fields": DM_FIELDS, "dm_labels": DM_LABELS, "n_results": len(camp.results),
     }
 

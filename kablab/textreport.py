@@ -114,6 +114,10 @@ def summary_text(an: Analysis, ctx: dict[str, Any]) -> str:
     out.append("== failed blocks ".ljust(WIDTH, "="))
     if not ctx["failed"]:
         out.append("  none")
+    for k in ctx.get("failed_kernels", []):
+        out += _wrap(f"  KERNEL {k['variant']}: all {k['blocks']} block(s) failed at "
+                     f"{', '.join(k['stages'])}" + (f"; console log {k['console_log']}"
+                                                    if k["console_log"] else ""), "    ")
     for r in ctx["failed"]:
         f = r["failure"]
         out += _wrap(f"  {r['variant']} / {r['workload']} / block {r['block']}: stage "

@@ -165,3 +165,25 @@ def test_baseline_option(campaign_raw: Path, tmp_path: Path) -> None:
     assert merged["baseline"] == "grouped"
     assert merged["variants"] == ["grouped", "stock", "split4k"]
     assert {c["baseline"] for c in merged["analysis"]["comparisons"]} == {"grouped"}
+
+
+def test_kernel_without_a_good_block_is_named_at_the_top(campaign_raw: Path, tmp_path: Path) -> None:
+    """A variant whose every block failed (a kernel that does not boot) is
+    listed before the verdicts; a variant with some good blocks is not."""
+    camp = tmp_path / "c"
+    shutil.copytree(campaign_raw, camp)
+    for f in (camp / "results" / "grouped").glob("*.json"):
+        doc = json.loads(f.read_text(encoding="utf-8"))
+        doc.update(status="failed", runs=[], failure={
+            "stage": "boot", "reason": "kablab-grouped printed no KABLAB-GUEST-READY", "exit_code": None,
+            "signal": None, "stderr_tail": None, "console_log": "logs/grouped-boot1.log",
+            "console_tail": "Kernel panic - not syncing: VFS: Unable to mount root fs"})
+        f.write_text(json.dumps(doc), encoding="utf-8")
+    render_campaign(load_campaign(camp))
+    html = (camp / "index.html").read_text(encoding="utf-8")
+    box = html[html.index('id="failed-kernels"'):]
+    box = box[:box.index("</div>")]
+    assert "<b>grouped</b>" in box and "failed at boot" in box and 'href="logs/grouped-boot1.log"' in box
+    assert "<b>split4k</b>" not in box          # split4k has one failed block, the rest are good
+    assert html.index('id="failed-kernels"') < html.index('id="verdicts"')
+    assert "KERNEL grouped: all" in (camp / "summary.txt").read_text(encoding="utf-8")
