@@ -3,6 +3,9 @@ PYTHON      := /usr/bin/python3
 PLAYBOOK    := ansible-playbook
 PROFILE     ?= smoke
 PYTEST_ARGS ?=
+# Extra ansible-playbook arguments for the campaign targets, e.g.
+#   make smoke ARGS="-e kablab_mode=aa"  or  ARGS="-i inventory/two-hosts.yml"
+ARGS        ?=
 
 .PHONY: all bootstrap setup kernels smoke campaign full report test lint clean-domains
 
@@ -22,7 +25,7 @@ kernels: setup
 
 # The A/B campaign: kernels, image, guests, workloads, report.
 campaign: setup
-	$(PLAYBOOK) playbooks/site.yml -e kablab_profile=$(PROFILE)
+	$(PLAYBOOK) playbooks/site.yml -e kablab_profile=$(PROFILE) $(ARGS)
 
 smoke:
 	$(MAKE) campaign PROFILE=smoke

@@ -2,14 +2,16 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
+import stat
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from kablabtest import REPO, run_playbook
+from kablabtest import REPO, PlaybookRun, record_case
 
 VARIANTS = ["stock", "grouped", "split4k"]
 
@@ -34,19 +36,28 @@ def reports(tmp_path_factory) -> Path:
     return tmp_path_factory.mktemp("reports")
 
 
+def make_smoke_cmd(reports: Path, *more: str) -> list[str]:
+    """The README's campaign command, with the reports kept in the test's directory."""
+    return ["make", "smoke", "ARGS=" + " ".join([f"-e kablab_reports_dir={reports}", *more])]
+
+
+def make_smoke(reports: Path, *more: str, timeout: int = 5400) -> PlaybookRun:
+    proc = subprocess.run(make_smoke_cmd(reports, *more), cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "ANSIBLE_NOCOLOR": "1"})
+    return PlaybookRun(proc.returncode, proc.stdout + proc.stderr)
+
+
 @pytest.fixture(scope="module")
 def smoke_campaign(kernels, reports) -> dict:
-    """The README's campaign command, interrupted during its run stage, then resumed."""
-    extra = ["-e", "kablab_profile=smoke", "-e", f"kablab_reports_dir={reports}"]
-    cmd = ["ansible-playbook", "playbooks/site.yml", *extra]
-    first = subprocess.Popen(cmd, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             start_new_session=True)
+    """`make smoke` (README), interrupted with SIGTERM during its run stage, then resumed."""
+    first = subprocess.Popen(make_smoke_cmd(reports), cwd=REPO, stdout=subprocess.PIPE,
+                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
     deadline = time.time() + 3600
     interrupted_with = 0
     while first.poll() is None and time.time() < deadline:
         latest = reports / "latest"
         if latest.exists() and len(result_files(latest.resolve())) >= 4:
-            first.send_signal(signal.SIGTERM)
+            os.killpg(first.pid, signal.SIGTERM)
             interrupted_with = len(result_files(latest.resolve()))
             break
         time.sleep(2)
@@ -54,10 +65,10 @@ def smoke_campaign(kernels, reports) -> dict:
     assert interrupted_with, "the campaign ended before it could be interrupted"
     campaign = (reports / "latest").resolve()
     resumed_start = time.time()
-    resumed = run_playbook("site.yml", *extra, timeout=5400)
+    resumed = make_smoke(reports)
     resumed_s = time.time() - resumed_start
     assert resumed.rc == 0, resumed.output[-5000:]
-    return {"dir": campaign, "extra": extra, "interrupted_with": interrupted_with,
+    return {"dir": campaign, "reports": reports, "interrupted_with": interrupted_with,
             "resumed": resumed, "resumed_s": resumed_s}
 
 
@@ -83,6 +94,9 @@ def test_resume_ran_only_what_was_missing(smoke_campaign):
     assert "TASK [kernel_build : Build kernel" not in out
     assert 1 <= ran <= total - smoke_campaign["interrupted_with"] + 1
     print(f"resume measured {ran} of {total} blocks")
+    record_case("interrupted campaign (SIGTERM)", "SIGTERM to `make smoke` and its ansible-playbook "
+                "after 4 results", f"the resumed `make smoke` measured {ran} of {total} blocks, "
+                "nothing twice", "every finished result; the interrupted block reruns")
 
 
 def test_report_shows_all_kernels_and_workloads(smoke_campaign):
@@ -98,7 +112,7 @@ def test_report_shows_all_kernels_and_workloads(smoke_campaign):
 
 def test_rerun_of_completed_campaign_does_nothing(smoke_campaign):
     start = time.time()
-    run = run_playbook("site.yml", *smoke_campaign["extra"])
+    run = make_smoke(smoke_campaign["reports"])
     elapsed = time.time() - start
     assert run.rc == 0, run.output[-4000:]
     assert "TASK [kernel_build : Build kernel" not in run.output
@@ -111,6 +125,14 @@ def test_rerun_of_completed_campaign_does_nothing(smoke_campaign):
 
 def test_no_domain_left_behind(smoke_campaign):
     assert kablab_domains() == []
+
+
+def test_campaign_ssh_key_is_private_and_host_keys_pinned(smoke_campaign):
+    ssh = smoke_campaign["dir"] / "ssh"
+    assert stat.S_IMODE(ssh.stat().st_mode) == 0o700
+    assert stat.S_IMODE((ssh / "id_ed25519").stat().st_mode) == 0o600
+    pinned = (ssh / "known_hosts").read_text().splitlines()
+    assert pinned and all(line.startswith("[127.0.0.1]:") and " ssh-ed25519 " in line for line in pinned)
 
 
 def test_every_result_has_direct_map_and_perf_state(smoke_campaign):
@@ -134,3 +156,45 @@ def test_secretmem_frag_fragments_the_direct_map(smoke_campaign):
               f"level2 splits {before['direct_map_level2_splits']} -> {after['direct_map_level2_splits']}")
         assert after["direct_map_level2_splits"] > before["direct_map_level2_splits"]
         assert after["DirectMap4k"] > before["DirectMap4k"]
+
+
+# ------------------------------------------------------------------ several hypervisor hosts
+
+def test_two_host_campaign_gathers_both_hosts(kernels, tmp_path):
+    """inventory/two-hosts.yml: two hypervisor entries that are both this
+    machine; the two boots are dealt one to each and one report holds them all."""
+    small = {"kablab_workloads": ["syscall-mix"], "kablab_select_variants": ["stock", "grouped"], "kablab_runs": 2,
+             "kablab_keep_ssh_key": False}
+    run = make_smoke(tmp_path, "-i inventory/two-hosts.yml", f"-e '{json.dumps(small)}'", timeout=3600)
+    assert run.rc == 0, run.output[-5000:]
+    campaign = (tmp_path / "latest").resolve()
+    plan = json.loads((campaign / "plan.json").read_text())
+    assert sorted(b["host"] for b in plan["plan"]) == ["hv-a", "hv-b"]
+    hosts = {}
+    for f in result_files(campaign):
+        doc = json.loads(f.read_text())
+        assert doc["status"] == "ok", (f, doc.get("failure"))
+        hosts[doc["variant"]] = doc["host"]["name"]
+    assert hosts == {b["variant"]: b["host"] for b in plan["plan"]}
+    # each host used its own domain names and ports
+    assert "kablab-hva-" in run.output and "kablab-hvb-" in run.output
+    merged = json.loads((campaign / "results.json").read_text())
+    assert {r["host"] for r in merged["rows"]} == {"hv-a", "hv-b"}
+    html = (campaign / "index.html").read_text()
+    assert "hv-a" in html and "hv-b" in html
+    assert kablab_domains() == []
+    # kablab_keep_ssh_key: false removed the key pair once the report was rendered
+    assert not list((campaign / "ssh").glob("id_ed25519*"))
+    print(f"two-host campaign: {hosts}")
+
+
+def test_readme_commands_are_the_tested_ones():
+    """The README opens with the two commands the suite and CI run."""
+    readme = (REPO / "README.md").read_text()
+    first_block = readme.split("```")[1]
+    commands = [line.split("#")[0].strip() for line in first_block.splitlines()[1:] if line.strip()]
+    assert commands == ["make smoke", "make test"]
+    assert (REPO / ".ci/run").read_text().strip().splitlines()[-1] == "make test"
+    makefile = (REPO / "Makefile").read_text()
+    assert "\t$(PLAYBOOK) playbooks/site.yml -e kablab_profile=$(PROFILE) $(ARGS)\n" in makefile
+    assert make_smoke_cmd(Path("/r"))[:2] == ["make", "smoke"]
