@@ -8,7 +8,6 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("KABLAB_CACHE_DIR", Path.home() / ".cache" / "kablab"))
@@ -36,6 +35,23 @@ def run_playbook(playbook: str, *args: str, extra_vars: dict | None = None,
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0", **(env or {})})
     return PlaybookRun(proc.returncode, proc.stdout + proc.stderr)
+
+
+def kablab_leftovers() -> list[str]:
+    """Domains, overlays and seed disks, QEMU processes and forwarded ports a
+    kablab run could leave."""
+    left = []
+    domains_dir = Path("/var/lib/kablab/domains")
+    if domains_dir.is_dir():
+        left += [f"domain dir {d}" for d in domains_dir.iterdir() if d.name.startswith("kablab")]
+    names = subprocess.run(["virsh", "-c", "qemu:///system", "list", "--all", "--name"],
+                           capture_output=True, text=True).stdout.split()
+    left += [f"domain {n}" for n in names if n.startswith("kablab")]
+    procs = subprocess.run(["pgrep", "-af", "qemu-system.*kablab"], capture_output=True, text=True).stdout
+    left += [f"process {p}" for p in procs.splitlines() if p.strip()]
+    ports = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True).stdout
+    left += [f"port {l.split()[3]}" for l in ports.splitlines() if "qemu" in l]
+    return left
 
 
 # --- reliability table (docs/reliability.md), filled by tests/test_faults.py ---

@@ -5,28 +5,18 @@ kept; tests/conftest.py writes the table to docs/reliability.md."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from kablabtest import CACHE, REPO, run_playbook, record_case
+from kablabtest import CACHE, REPO, kablab_leftovers, run_playbook, record_case
 
 STOCK = {"name": "stock", "series": ["common"], "kconfig": [], "cmdline": ""}
-
-
-def kablab_leftovers() -> list[str]:
-    """Domains, QEMU processes and forwarded ports a kablab run could leave."""
-    left = []
-    names = subprocess.run(["virsh", "-c", "qemu:///system", "list", "--all", "--name"],
-                           capture_output=True, text=True).stdout.split()
-    left += [f"domain {n}" for n in names if n.startswith("kablab")]
-    procs = subprocess.run(["pgrep", "-af", "qemu-system.*kablab"], capture_output=True, text=True).stdout
-    left += [f"process {p}" for p in procs.splitlines() if p.strip()]
-    ports = subprocess.run(["ss", "-ltnpH"], capture_output=True, text=True).stdout
-    left += [f"port {l.split()[3]}" for l in ports.splitlines() if "qemu" in l]
-    return left
 
 
 def built_entries() -> set[str]:
@@ -70,5 +60,223 @@ def test_disk_nearly_full_fails_before_the_build(kernels, tmp_path):
     assert "GiB free; building 1 variant(s) with the 'ci' config needs 1000000 GiB" in run.output, run.output[-3000:]
     assert "TASK [kernel_build : Build kernel" not in run.output
     assert not list((CACHE / "kernels").glob("diskfull-*"))
+    assert kablab_leftovers() == []
     record_case("disk nearly full", "`kernel_build_min_free_gib` above the free space",
                 "`<cache> has N GiB free; building 1 variant(s) ... needs M GiB`", "no tree, no cache entry")
+
+
+# --------------------------------------------------------------- kernel build failure
+
+def test_kernel_that_does_not_compile_names_the_error(kernels, tmp_path):
+    """A series that applies but breaks the compile: the message carries the
+    compiler's error and the log's tail, the log is kept beside the
+    campaigns, and the cached kernels of the other variants stay valid."""
+    patches = tmp_path / "kernel-patches"
+    shutil.copytree(REPO / "kernel-patches", patches)
+    source = (CACHE / "src/linux-source-6.1/mm/secretmem.c").read_text().splitlines()[:3]
+    (patches / "broken").mkdir()
+    (patches / "broken/0001-mm-secretmem-inject-a-build-failure.patch").write_text(
+        "From: kablab tests <kablab@localhost>\nSubject: [PATCH] mm/secretmem: inject a build failure\n\n---\n"
+        "--- a/mm/secretmem.c\n+++ b/mm/secretmem.c\n@@ -1,3 +1,4 @@\n"
+        f" {source[0]}\n+#error \"kablab: injected build failure\"\n {source[1]}\n {source[2]}\n")
+    stock_before = {p.name: (p / "build.json").stat().st_mtime for p in (CACHE / "kernels").glob("stock-*")}
+    reports = tmp_path / "reports"
+    run = run_playbook("kernels.yml", extra_vars={
+        "kablab_variants": [STOCK, {**STOCK, "name": "brokenbuild", "series": ["common", "broken"]}],
+        "kernel_build_patches_dir": str(patches), "kablab_reports_dir": str(reports)}, timeout=3600)
+    assert run.rc != 0
+    assert "variant brokenbuild: kernel build failed:" in run.output, run.output[-3000:]
+    # the compiler's own line (JSON-escaped in Ansible's output)
+    assert 'secretmem.c:2:2: error: #error \\"kablab: injected build failure\\"' in run.output
+    assert "--- last lines of" in run.output
+    kept = list((reports / "kernel-build-failures").glob("brokenbuild-*-build.log"))
+    assert len(kept) == 1 and "injected build failure" in kept[0].read_text()
+    assert f"full build log kept in {reports}/kernel-build-failures/{kept[0].name}" in run.output
+    assert not list((CACHE / "kernels").glob("brokenbuild-*"))
+    assert not list((CACHE / "trees").glob("brokenbuild-*"))
+    # stock was cached before and is still the same, valid entry
+    assert {p.name: (p / "build.json").stat().st_mtime for p in (CACHE / "kernels").glob("stock-*")} == stock_before
+    again = run_playbook("kernels.yml", extra_vars={"kablab_variants": [STOCK]})
+    assert again.rc == 0 and "TASK [kernel_build : Build kernel" not in again.output, again.output[-3000:]
+    assert kablab_leftovers() == []
+    record_case("kernel does not build", "a series whose patch adds `#error` to mm/secretmem.c",
+                '`variant brokenbuild: kernel build failed: mm/secretmem.c:2:2: error: #error ...` + the last 25 log lines',
+                "full log in `reports/kernel-build-failures/`; no cache entry or tree; other variants' builds reused")
+
+
+# --------------------------------------------------------------- one campaign, every run-time fault
+#
+# stock runs syscall-mix (good), fork-exec (its domain is suspended mid-run:
+# a hung guest) and fault-inject (run 2 segfaults, run 4 hangs until the
+# in-guest timeout kills it); "panicboot" is stock's kernel with an
+# impossible root= and panics at boot. The first attempt is killed with
+# SIGKILL as soon as a result exists; the second resumes it.
+
+PANIC = {**STOCK, "name": "panicboot", "build_from": "stock", "cmdline": "root=/dev/nonexistent"}
+FAULT_WORKLOADS = ["syscall-mix", "fork-exec", "fault-inject"]
+RUNS = 5
+
+
+def fault_vars(reports: Path) -> dict:
+    return {"kablab_profile": "smoke", "kablab_reports_dir": str(reports),
+            "kablab_variants": [STOCK, PANIC], "kablab_workloads": FAULT_WORKLOADS,
+            "kablab_runs": RUNS, "kablab_warmup": 1, "kablab_blocks": 1,
+            "workload_fault_inject_crash_runs": "2", "workload_fault_inject_hang_runs": "4",
+            "workload_fault_inject_timeout_s": 10,
+            "workload_fork_exec_timeout_s": 5, "workload_runner_block_slack_s": 30}
+
+
+def start_site(extra: dict, log: Path) -> subprocess.Popen:
+    # Output goes to a file: nobody reads a pipe while the test watches the
+    # campaign, and a full pipe would block ansible-playbook.
+    with log.open("w") as out:
+        return subprocess.Popen(["ansible-playbook", "playbooks/site.yml", "-e", json.dumps(extra)], cwd=REPO,
+                                stdout=out, stderr=subprocess.STDOUT, text=True, start_new_session=True,
+                                env={**os.environ, "ANSIBLE_NOCOLOR": "1"})
+
+
+def results_of(campaign: Path) -> list[Path]:
+    return sorted((campaign / "results").glob("*/*.json"))
+
+
+@pytest.fixture(scope="module")
+def fault_campaign(kernels, tmp_path_factory) -> dict:
+    reports = tmp_path_factory.mktemp("fault-reports")
+    extra = fault_vars(reports)
+    first_log = reports.parent / "first-attempt.log"
+    first = start_site(extra, first_log)
+    deadline = time.time() + 1800
+    killed_with = None
+    while first.poll() is None and time.time() < deadline:
+        latest = reports / "latest"
+        if latest.exists() and results_of(latest.resolve()):
+            os.killpg(first.pid, signal.SIGKILL)
+            killed_with = len(results_of(latest.resolve()))
+            break
+        time.sleep(0.5)
+    first.wait(timeout=120)
+    first_out = first_log.read_text()
+    assert killed_with, "the first attempt ended before it could be killed:\n" + first_out[-3000:]
+    campaign = (reports / "latest").resolve()
+    after_kill = {p.name: json.loads(p.read_text()) for p in results_of(campaign)}   # each parses
+
+    resumed_at = time.time()
+    second_log = reports.parent / "second-attempt.log"
+    second = start_site(extra, second_log)
+    hang_dir = campaign / "raw/stock/fork-exec-block0"
+    suspended = False
+    while second.poll() is None and time.time() < deadline + 1800:
+        if not suspended and hang_dir.is_dir() and hang_dir.stat().st_mtime >= resumed_at \
+                and not (campaign / "results/stock/fork-exec-block0.json").exists():
+            time.sleep(0.5)    # the block is starting: its command hangs whether it began or not
+            subprocess.run(["virsh", "-c", "qemu:///system", "suspend", "kablab-stock"], check=True,
+                           capture_output=True)
+            suspended = True
+        time.sleep(0.5)
+    second.wait(timeout=120)
+    out = second_log.read_text()
+    assert second.returncode == 0, out[-5000:]
+    return {"dir": campaign, "extra": extra, "killed_with": killed_with, "after_kill": after_kill,
+            "suspended": suspended, "output": out,
+            "results": {f"{p.parent.name}/{p.stem}": json.loads(p.read_text()) for p in results_of(campaign)}}
+
+
+def test_killed_campaign_resumes_to_a_full_set(fault_campaign):
+    assert sorted(fault_campaign["results"]) == sorted(
+        f"{v}/{w}-block0" for v in ("stock", "panicboot") for w in FAULT_WORKLOADS)
+    tmp = list((fault_campaign["dir"] / "results").glob("*/.*"))
+    assert all(p.suffix == ".tmp" for p in tmp)      # at most mkstemp leftovers, never a half result
+    check = subprocess.run(["/usr/bin/python3", "-m", "kablab.load", str(fault_campaign["dir"])], cwd=REPO,
+                           capture_output=True, text=True)
+    assert check.returncode == 0 and "0 invalid" in check.stdout, check.stdout + check.stderr
+    assert kablab_leftovers() == []
+    record_case("interrupted campaign (kill -9)",
+                "SIGKILL to the ansible-playbook process group when the first result exists",
+                f"nothing at once; the re-run resumes ({fault_campaign['killed_with']} result(s) existed, "
+                f"{len(fault_campaign['results'])} at the end), the killed boot's domain is removed first",
+                "every result file parses (atomic writes); failed or partial blocks rerun, the old attempt in `attempts/`")
+
+
+def test_boot_panic_marks_the_variant_failed(fault_campaign):
+    camp = fault_campaign["dir"]
+    for w in FAULT_WORKLOADS:
+        r = fault_campaign["results"][f"panicboot/{w}-block0"]
+        assert r["status"] == "failed" and r["failure"]["stage"] == "boot"
+        assert r["failure"]["reason"]
+        assert "Kernel panic - not syncing" in r["failure"]["console_tail"]
+        log = camp / r["failure"]["console_log"]
+        assert log.is_file() and "Kernel panic - not syncing" in log.read_text(errors="replace")
+    html = (camp / "index.html").read_text()
+    box = html[html.index('id="failed-kernels"'):]
+    assert "<b>panicboot</b>: 3 block(s) failed at boot" in box[:box.index("</div>")]
+    assert fault_campaign["results"]["stock/syscall-mix-block0"]["status"] == "ok"
+    assert kablab_leftovers() == []
+    record_case("guest kernel panics at boot", "variant `build_from: stock`, cmdline `root=/dev/nonexistent`",
+                "boot fails as soon as the console says `Kernel panic - not syncing` (no wait for the timeout); "
+                "report: 'panicboot: 3 block(s) failed at boot' at the top + console tail per block",
+                "console log in `reports/<id>/logs/`; the other variants run and report")
+
+
+def test_stopped_guest_is_bounded_destroyed_and_replaced(fault_campaign):
+    assert fault_campaign["suspended"], "the test never saw fork-exec start in stock"
+    r = fault_campaign["results"]["stock/fork-exec-block0"]
+    assert r["status"] == "failed" and r["failure"]["stage"] == "run"
+    assert "expected time frame" in r["failure"]["reason"] or "unreachable" in r["failure"]["reason"], r["failure"]
+    # the next workload ran in a fresh boot of the same kernel
+    nxt = fault_campaign["results"]["stock/fault-inject-block0"]
+    assert nxt["status"] == "ok"
+    logs = sorted(p.name for p in (fault_campaign["dir"] / "logs").glob("stock-boot*.log"))
+    assert len(logs) >= 2, logs
+    assert "TASK [guest_domain : Power the domains off]" in fault_campaign["output"]
+    assert kablab_leftovers() == []
+    record_case("guest hangs (stopped domain)", "`virsh suspend kablab-stock` while fork-exec runs",
+                "block fails after (runs + warmup) x timeout + slack (here 60 s): 'The command action failed "
+                "to execute in the expected time frame'", "the domain is destroyed and booted afresh; the next "
+                "workload runs there")
+
+
+def test_crashed_and_hung_runs_are_excluded(fault_campaign):
+    r = fault_campaign["results"]["stock/fault-inject-block0"]
+    runs = r["runs"]
+    assert len(runs) == RUNS
+    assert [x["included"] for x in runs] == [True, False, True, False, True]
+    # In the guest the runner sees the crash as a non-zero exit; the signal
+    # itself is in the run's stderr (below).
+    assert runs[1]["exit_code"] not in (0, None) and runs[1]["exclude_reason"].startswith("exit code")
+    assert runs[3]["exit_code"] not in (0, None) and runs[3]["exclude_reason"].startswith("exit code")
+    merged = json.loads((fault_campaign["dir"] / "results.json").read_text())
+    rows = [x for x in merged["rows"] if x["workload"] == "fault-inject" and x["variant"] == "stock"]
+    assert rows and {x["run_index"] for x in rows if x["included"]} == {0, 2, 4}, rows[:3]
+    html = (fault_campaign["dir"] / "index.html").read_text()
+    assert runs[1]["exclude_reason"] in html
+    raw = (fault_campaign["dir"] / "raw/stock/fault-inject-block0/stderr.log").read_text()
+    assert "[run 2] fault-inject: run 2 crashes (segv)" in raw and "Segmentation fault" in raw
+    assert "[run 4] Killed" in raw
+    assert kablab_leftovers() == []
+    record_case("workload crashes (signal)", "fault-inject `--crash-runs 2` (raise SIGSEGV)",
+                "run 2 listed under 'Excluded runs' with its exit code; 'Segmentation fault' in its stderr",
+                "the run's stderr in raw/; the other runs are the statistics")
+    record_case("guest hangs (workload never returns)", "fault-inject `--hang-runs 4`, per-run timeout 10 s",
+                "run 4 killed in the guest after 10 s ('Killed' in its stderr), excluded", "the block and guest go on")
+
+
+def test_corrupt_result_is_named_and_excluded(fault_campaign, tmp_path):
+    camp = tmp_path / fault_campaign["dir"].name
+    shutil.copytree(fault_campaign["dir"], camp, symlinks=True, ignore=shutil.ignore_patterns("ssh"))
+    victim = camp / "results/stock/syscall-mix-block0.json"
+    victim.write_text(victim.read_text()[:200])
+    run = run_playbook("report.yml", extra_vars={"kablab_reports_dir": str(tmp_path),
+                                                 "kablab_campaign_id": camp.name})
+    assert run.rc == 0, run.output[-3000:]
+    html = (camp / "index.html").read_text()
+    box = html[html.index('id="invalid-files"'):]
+    assert "results/stock/syscall-mix-block0.json" in box[:box.index("</div>")]
+    merged = json.loads((camp / "results.json").read_text())
+    assert [f["path"] for f in merged["invalid_files"]] == ["results/stock/syscall-mix-block0.json"]
+    assert not [x for x in merged["rows"] if x["workload"] == "syscall-mix" and x["variant"] == "stock"]
+    check = subprocess.run(["/usr/bin/python3", "-m", "kablab.load", "--check", str(victim)], cwd=REPO,
+                           capture_output=True, text=True)
+    assert check.returncode != 0      # a resumed campaign measures the block again
+    record_case("corrupt result file", "a result JSON truncated to 200 bytes, then `playbooks/report.yml`",
+                "report renders; 'Invalid result files' names `results/stock/syscall-mix-block0.json` and why",
+                "the file is excluded from every table; a resume measures that block again")

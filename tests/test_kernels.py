@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from kablabtest import CACHE, REPO, run_playbook
+from kablabtest import CACHE, REPO, kablab_leftovers, record_case, run_playbook
 
 VARIANTS = ["stock", "grouped", "split4k"]
 
@@ -111,6 +111,10 @@ def test_patch_that_does_not_apply_fails_cleanly(tmp_path, kernels):
     assert f"series split4k: patch {victim.name} does not apply" in run.output
     assert not list((CACHE / "kernels").glob("badpatch-*"))
     assert not list((CACHE / "trees").glob("badpatch-*"))
+    assert kablab_leftovers() == []
+    record_case("patch does not apply", "a context line of split4k's first patch mangled",
+                f"`series split4k: patch {victim.name} does not apply` + git apply's complaint",
+                "no cache entry or tree for the variant")
 
 
 def test_unknown_kconfig_option_is_named(kernels):
