@@ -22,7 +22,7 @@ from typing import Any
 
 from . import __version__
 from .rawparse import (directmap_state, parse_harness_jsonl, parse_hyperfine, parse_meminfo,
-                       parse_perf_csv, parse_vmstat)
+                       parse_perf_csv, parse_runner_exit_codes, parse_vmstat)
 from .util import atomic_write_json, tail, validation_errors
 
 REQUIRED_OK_FILES = ("hyperfine.json", "perf.csv", "harness.jsonl", "meminfo.before",
@@ -255,6 +255,12 @@ def collect(raw_dir: str | Path) -> dict[str, Any]:
             h_text = _read(raw, "harness.jsonl")
             harness, hw = parse_harness_jsonl(h_text) if h_text is not None else ([], [])
             warnings.extend(hw)
+            runner_text = _read(raw, "runner.json")
+            if runner_text is not None:
+                try:
+                    hf["exit_codes"] = parse_runner_exit_codes(runner_text, len(hf["times"]))
+                except ValueError as e:
+                    warnings.append(f"{e}; using hyperfine's exit codes")
             runs = build_runs(hf, perf_groups, harness, meta, warnings)
         except ValueError as e:
             if status == "ok":

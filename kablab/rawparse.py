@@ -50,6 +50,23 @@ def parse_hyperfine(text: str) -> dict[str, Any]:
     return out
 
 
+def parse_runner_exit_codes(text: str, runs: int) -> list[int | None]:
+    """Per-run exit codes from kablab-guest-run's runner.json.
+
+    hyperfine only sees the runner's wrapper exit 0 or 1; runner.json has
+    the run's own status (128 + N for a signal, null when unknown).
+    """
+    try:
+        codes = json.loads(text).get("exit_codes")
+    except (json.JSONDecodeError, AttributeError):
+        raise ValueError("runner.json is not a JSON object") from None
+    if not isinstance(codes, list) or len(codes) != runs:
+        raise ValueError(f"runner.json has no exit code list for {runs} runs")
+    if not all(c is None or (isinstance(c, int) and not isinstance(c, bool)) for c in codes):
+        raise ValueError("runner.json exit codes must be integers or null")
+    return codes
+
+
 def _num(s: str) -> float | None:
     try:
         return float(s)

@@ -142,6 +142,24 @@ def test_runner_shaped_block(tmp_path: Path) -> None:
     assert doc["runs"][1]["perf"]["page-faults"]["value"] == 48
 
 
+def test_runner_exit_codes_beat_hyperfine(tmp_path: Path) -> None:
+    """hyperfine sees kablab-guest-run's wrapper exit 1 for a crash; runner.json
+    has the signal, and a broken runner.json falls back with a warning."""
+    raw = _copy(tmp_path)
+    hf = json.loads((raw / "hyperfine.json").read_text())
+    hf["results"][0]["exit_codes"] = [0, 1, 1]
+    (raw / "hyperfine.json").write_text(json.dumps(hf))
+    (raw / "runner.json").write_text('{"hyperfine_rc": 0, "exit_codes": [0, 139, null]}')
+    doc = collect.collect_to(raw, tmp_path / "r.json")
+    assert [r["exit_code"] for r in doc["runs"]] == [0, 139, None]
+    assert doc["runs"][1]["exclude_reason"] == "exit code 139 (SIGSEGV)"
+    assert doc["runs"][2]["exclude_reason"].startswith("exit code unknown")
+    (raw / "runner.json").write_text('{"exit_codes": [0, 139]}')
+    doc = collect.collect_to(raw, tmp_path / "r2.json")
+    assert [r["exit_code"] for r in doc["runs"]] == [0, 1, 1]
+    assert any("runner.json has no exit code list for 3 runs" in w for w in doc["collect"]["warnings"])
+
+
 def test_ansible_failure_strings(tmp_path: Path) -> None:
     raw = tmp_path / "raw"
     raw.mkdir()
