@@ -23,7 +23,7 @@ def pytest_sessionfinish(session, exitstatus):
     # partial run would silently drop the rows of the cases it skipped.
     opts = session.config.option
     whole_suite = [Path(a).resolve() for a in session.config.args] == [REPO / "tests"] \
-        and not opts.keyword and not opts.markexpr and not opts.lf
+        and not opts.keyword and not opts.markexpr and not getattr(opts, "lf", False)
     if not _CASES or not whole_suite:
         return
     lines = ["# Reliability: fault cases", "",

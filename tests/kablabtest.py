@@ -11,6 +11,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("KABLAB_CACHE_DIR", Path.home() / ".cache" / "kablab"))
+# guest_domain_publish_dir's default: kernels, overlays and console logs libvirt reads
+PUBLISH = Path("/var/lib/kablab")
 RECAP = re.compile(r"^(\S+)\s*:\s*ok=(\d+)\s+changed=(\d+)\s+unreachable=(\d+)\s+failed=(\d+)", re.M)
 
 
@@ -41,7 +43,7 @@ def kablab_leftovers() -> list[str]:
     """Domains, overlays and seed disks, QEMU processes and forwarded ports a
     kablab run could leave."""
     left = []
-    domains_dir = Path("/var/lib/kablab/domains")
+    domains_dir = PUBLISH / "domains"
     if domains_dir.is_dir():
         left += [f"domain dir {d}" for d in domains_dir.iterdir() if d.name.startswith("kablab")]
     names = subprocess.run(["virsh", "-c", "qemu:///system", "list", "--all", "--name"],

@@ -23,14 +23,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kablabtest import CACHE, REPO, run_playbook
+from kablabtest import CACHE, PUBLISH, REPO, run_playbook
 
 URI = "qemu:///system"
 PREFIX = "kabtest"
 PORT_BASE = 10222
 VARIANTS = yaml.safe_load((REPO / "inventory/group_vars/all/variants.yml").read_text())["kablab_variants"]
 NAMES = [v["name"] for v in VARIANTS]
-PUBLISH = Path("/var/lib/kablab")
 
 
 def virsh(*args: str, check: bool = True) -> str:
