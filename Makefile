@@ -40,6 +40,7 @@ lint: bootstrap
 	yamllint -s .
 	ansible-lint --profile production
 	$(PYTHON) -m py_compile $$(git ls-files '*.py')
+	shellcheck $$(git ls-files -z | xargs -0 awk 'FNR == 1 && /^#!.*[/ ](ba)?sh$$/ { print FILENAME }')
 
 # The whole suite: lint, unit tests, then the booted-kernel, libvirt and
 # campaign tests (they build what they need through the playbooks).
