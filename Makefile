@@ -6,8 +6,10 @@ PYTEST_ARGS ?=
 # Extra ansible-playbook arguments for the campaign targets, e.g.
 #   make smoke ARGS="-e kablab_mode=aa"  or  ARGS="-i inventory/two-hosts.yml"
 ARGS        ?=
+# Kernel builds cache-prune keeps per variant and profile.
+KEEP        ?= 1
 
-.PHONY: all bootstrap setup kernels smoke campaign full report test lint clean-domains
+.PHONY: all bootstrap setup kernels smoke campaign full report test lint clean-domains cache-prune
 
 all: smoke
 
@@ -49,3 +51,8 @@ test: setup lint
 
 clean-domains:
 	$(PLAYBOOK) playbooks/teardown.yml
+
+# Old kernel builds and their object trees (~250 MB each for ci); the
+# newest KEEP per variant and what a manifest names stay. ARGS=--check lists.
+cache-prune: bootstrap
+	$(PLAYBOOK) playbooks/cache-prune.yml -e cache_prune_keep=$(KEEP) $(ARGS)
