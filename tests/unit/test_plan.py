@@ -1,0 +1,68 @@
+"""kablab.plan: the boot plan every campaign runs."""
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from kablab.plan import host_boots, plan_boots
+
+V = ["stock", "grouped", "split4k"]
+
+
+def test_every_round_boots_every_variant_once():
+    plan = plan_boots(V, 4, 1, ["hv"])
+    assert [b["order_index"] for b in plan] == list(range(12))
+    for r in range(4):
+        assert sorted(b["variant"] for b in plan if b["block"] == r) == sorted(V)
+    # rounds follow each other: no boot of round r+1 before the end of round r
+    assert [b["block"] for b in plan] == sorted(b["block"] for b in plan)
+
+
+def test_order_is_seeded_and_shuffled():
+    assert plan_boots(V, 5, 7, ["hv"]) == plan_boots(V, 5, 7, ["hv"])
+    orders = {tuple(b["variant"] for b in plan_boots(V, 8, s, ["hv"])) for s in range(10)}
+    assert len(orders) > 1
+    # within one campaign the rounds are not all in the same order
+    plan = plan_boots(V, 8, 1, ["hv"])
+    assert len({tuple(b["variant"] for b in plan if b["block"] == r) for r in range(8)}) > 1
+
+
+@pytest.mark.parametrize("n_hosts", [2, 3])
+def test_hosts_are_balanced_within_rounds_and_rotate(n_hosts):
+    hosts = [f"hv{i}" for i in range(n_hosts)]
+    plan = plan_boots(V, n_hosts * 2, 3, hosts)
+    for r in range(n_hosts * 2):
+        load = Counter(b["host"] for b in plan if b["block"] == r)
+        assert max(load.values()) - min(load.get(h, 0) for h in hosts) <= 1
+    # every variant visits every host equally often
+    for v in V:
+        visits = Counter(b["host"] for b in plan if b["variant"] == v)
+        assert set(visits.values()) == {2} and set(visits) == set(hosts)
+
+
+def test_old_modulo_dealing_is_gone():
+    """order_index % n_hosts put all of one kernel's boots on one host
+    whenever the shuffles lined up; the rotation never does."""
+    for seed in range(20):
+        plan = plan_boots(["a", "b"], 4, seed, ["h1", "h2"])
+        for v in ("a", "b"):
+            assert {b["host"] for b in plan if b["variant"] == v} == {"h1", "h2"}
+
+
+def test_host_boots_keeps_plan_order():
+    plan = plan_boots(V, 2, 1, ["a", "b"])
+    mine = host_boots(plan, "a")
+    assert mine == [b for b in plan if b["host"] == "a"]
+    assert [b["order_index"] for b in mine] == sorted(b["order_index"] for b in mine)
+
+
+@pytest.mark.parametrize("args, msg", [
+    (([], 1, 1, ["h"]), "no variants"),
+    ((["a", "a"], 1, 1, ["h"]), "duplicate"),
+    ((["a"], 0, 1, ["h"]), "rounds"),
+    ((["a"], 1, 1, []), "no hypervisor"),
+])
+def test_bad_plans_are_refused(args, msg):
+    with pytest.raises(ValueError, match=msg):
+        plan_boots(*args)
