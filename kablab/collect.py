@@ -23,10 +23,13 @@ from typing import Any
 from . import __version__
 from .rawparse import (directmap_state, parse_harness_jsonl, parse_hyperfine, parse_meminfo,
                        parse_perf_csv, parse_runner_exit_codes, parse_vmstat)
+from .rawframe import FrameError, unpack
 from .util import atomic_write_json, tail, validation_errors
 
 REQUIRED_OK_FILES = ("hyperfine.json", "perf.csv", "harness.jsonl", "meminfo.before",
                      "meminfo.after", "vmstat.before", "vmstat.after")
+# What the guest runner printed (kablab/rawframe.py), saved by the runner role.
+FRAMES = "guest-run.out"
 PROVENANCE_OBJECTS = ("campaign", "host", "guest", "kernel", "binary", "tools", "runner")
 
 
@@ -201,7 +204,13 @@ def collect(raw_dir: str | Path) -> dict[str, Any]:
 
     warnings: list[str] = []
     _coerce_ints(meta, warnings)
-    files = sorted(p.name for p in raw.iterdir() if p.is_file())
+    frame_error = None
+    if (raw / FRAMES).is_file():
+        try:
+            unpack((raw / FRAMES).read_text(encoding="utf-8", errors="replace"), raw)
+        except FrameError as e:
+            frame_error = str(e)
+    files = sorted(p.name for p in raw.iterdir() if p.is_file() and not p.name.startswith("."))
     status = meta.get("status", "ok")
     failure = meta.get("failure")
     if status not in ("ok", "failed"):
@@ -220,6 +229,10 @@ def collect(raw_dir: str | Path) -> dict[str, Any]:
         failure = {"stage": stage, "reason": reason, "exit_code": exit_code, "signal": sig or None,
                    "stderr_tail": tail(err) or None, "console_log": None, "console_tail": None}
 
+    if frame_error and status == "ok":
+        fail(f"{FRAMES}: {frame_error}")
+    elif frame_error:
+        warnings.append(f"{FRAMES}: {frame_error}")
     if status == "ok":
         missing = [f for f in REQUIRED_OK_FILES if f not in files]
         if missing:
@@ -292,6 +305,7 @@ def collect(raw_dir: str | Path) -> dict[str, Any]:
     doc.update({
         "variant": meta["variant"],
         "workload": meta["workload"],
+        "primary_metric": meta["primary_metric"] if isinstance(meta.get("primary_metric"), str) else None,
         "block": block,
         "order_index": _int_or_none(meta.get("order_index")),
         "status": status,

@@ -17,14 +17,14 @@ SCHEMA_PATH = Path(os.environ.get("KABLAB_SCHEMA") or
                    Path(__file__).resolve().parent.parent / "schema" / "result.schema.json")
 
 
-def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
-    """Write *text* to *path* via a temp file in the same directory + os.replace."""
+def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> None:
+    """Write *data* to *path* via a temp file in the same directory + os.replace."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
             fh.flush()
             os.fsync(fh.fileno())
         os.chmod(tmp, 0o644)
@@ -35,6 +35,11 @@ def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
         except FileNotFoundError:
             pass
         raise
+
+
+def atomic_write_text(path: str | os.PathLike[str], text: str) -> None:
+    """Write *text* (UTF-8) to *path* atomically."""
+    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def atomic_write_json(path: str | os.PathLike[str], obj: Any) -> None:

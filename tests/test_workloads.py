@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from kablab import collect, rawframe
+
 ROOT = Path(__file__).resolve().parents[1]
 WL = ROOT / "workloads"
 BUILD = WL / "build"
@@ -347,6 +349,11 @@ def test_guest_runner_records_crashes_perf_stat_hides(build_output, tmp_path):
     assert p.returncode == 0, p.stdout + p.stderr
     runner = json.loads((out / "runner.json").read_text())
     assert runner["exit_codes"] == [0, 139, 0, 137, 0]
+    # its stdout carries the block's raw files, byte for byte (kablab/rawframe.py)
+    frames = rawframe.parse(p.stdout)
+    assert {"hyperfine.json", "perf.csv", "harness.jsonl", "runner.json", "stderr.log",
+            "meminfo.before", "meminfo.after", "vmstat.before", "vmstat.after"} <= set(frames)
+    assert all(frames[f] == (out / f).read_bytes() for f in frames)
     p = subprocess.run(["sh", str(GUEST_RUN), str(tmp_path / "b2"), "3", "0", "3", "task-clock",
                         f"{BUILD / 'fault-inject'} --crash-runs 3 --crash-how exit"],
                        capture_output=True, text=True, timeout=120)
@@ -355,3 +362,30 @@ def test_guest_runner_records_crashes_perf_stat_hides(build_output, tmp_path):
     assert len(lines) == 5 and lines[1] == "{}" and lines[3] == "{}"
     assert [json.loads(l)["params"]["kablab_run"] for l in (lines[0], lines[2], lines[4])] == [1, 3, 5]
     assert "[run 2] fault-inject: run 2 crashes (segv)" in (out / "stderr.log").read_text()
+
+
+@pytest.mark.skipif(not (shutil.which("perf") and shutil.which("hyperfine")),
+                    reason="the guest runner needs perf and hyperfine (host_setup installs them)")
+def test_collector_reads_the_guest_runner_stream(build_output, tmp_path):
+    """The raw contract end to end: what kablab-guest-run prints, saved as
+    the runner role saves it, is all the collector needs; a cut stream
+    fails the block with the reason instead of losing it silently."""
+    p = subprocess.run(["sh", str(GUEST_RUN), str(tmp_path / "guest"), "2", "0", "30", "task-clock",
+                        f"{BUILD / 'syscall-mix'} --seed 1"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    meta = json.loads((ROOT / "tests/fixtures/raw-sample/meta.json").read_text())
+    meta.update({"workload": "syscall-mix", "primary_metric": "ops_per_s",
+                 "runner": {**meta["runner"], "runs": 2, "warmup": 0}})
+    for name, text in (("good", p.stdout), ("cut", p.stdout[:len(p.stdout) // 2])):
+        raw = tmp_path / name
+        raw.mkdir()
+        (raw / "meta.json").write_text(json.dumps(meta))
+        (raw / collect.FRAMES).write_text(text)
+        doc = collect.collect_to(raw, tmp_path / f"{name}.json")
+        if name == "good":
+            assert doc["status"] == "ok", doc["failure"]
+            assert doc["primary_metric"] == "ops_per_s"
+            assert [r["metrics"]["ops_per_s"]["value"] > 0 for r in doc["runs"]] == [True, True]
+            assert (raw / "perf.csv").is_file()
+        else:
+            assert doc["status"] == "failed" and "the stream was cut" in doc["failure"]["reason"]
