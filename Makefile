@@ -9,7 +9,7 @@ ARGS        ?=
 # Kernel builds cache-prune keeps per variant and profile.
 KEEP        ?= 1
 
-.PHONY: all bootstrap setup kernels smoke campaign full report test lint clean-domains cache-prune
+.PHONY: all bootstrap setup kernels smoke campaign full report test check lint clean-domains cache-prune
 
 all: smoke
 
@@ -48,6 +48,12 @@ lint: bootstrap
 # campaign tests (they build what they need through the playbooks).
 test: setup lint
 	$(PYTHON) -m pytest -v -rA $(PYTEST_ARGS) tests
+
+# The inner loop (under two minutes): lint and the tests that need no
+# kernel, guest or libvirt.
+FAST_TESTS := tests/unit tests/report tests/test_workloads.py tests/test_security.py
+check: lint
+	$(PYTHON) -m pytest -q $(PYTEST_ARGS) $(FAST_TESTS)
 
 clean-domains:
 	$(PLAYBOOK) playbooks/teardown.yml

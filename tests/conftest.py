@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -10,10 +12,20 @@ from kablabtest import _CASES, CACHE, REPO, run_playbook
 
 
 @pytest.fixture(scope="session")
-def kernels() -> dict:
-    """The ci-config kernels of every variant, built (or reused) by the playbook."""
-    run = run_playbook("kernels.yml", "-e", "kablab_profile=smoke", timeout=7200)
+def kernels(tmp_path_factory) -> dict:
+    """The ci-config kernels of every variant, built (or reused) by the playbook.
+    The guest image stage runs at the same time: debootstrap mostly waits on
+    the network while the compiler has the CPUs."""
+    log = tmp_path_factory.mktemp("image") / "image.log"
+    with log.open("w") as out:
+        image = subprocess.Popen(["ansible-playbook", "playbooks/image.yml"], cwd=REPO, stdout=out,
+                                 stderr=subprocess.STDOUT, env={**os.environ, "ANSIBLE_NOCOLOR": "1"})
+    try:
+        run = run_playbook("kernels.yml", "-e", "kablab_profile=smoke", timeout=7200)
+    finally:
+        image_rc = image.wait(timeout=3600)
     assert run.rc == 0, run.output[-4000:]
+    assert image_rc == 0, log.read_text()[-4000:]
     manifest = CACHE / "kernels" / "manifest-ci.json"
     return json.loads(manifest.read_text())
 
