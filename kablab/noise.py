@@ -17,7 +17,9 @@ Power (the noncentral t of statsmodels.stats.power.TTestPower): the report's
 test compares per-boot values of two kernels paired by round, so with n boots
 per kernel the difference has standard error sqrt(2 / n) * sigma_boot, where
 sigma_boot^2 = sigma_b^2 + sigma_w^2 / runs, and n - 1 degrees of freedom
-(n = 2: the pooled two-sample test, 2 degrees of freedom). A change is flagged
+(n = 2: the pooled two-sample test, 2 degrees of freedom), at the two-sided
+level q / m that the report's BH family of m primary metrics applies to one
+real change among them (planning_alpha). A change is flagged
 only when its interval excludes 0 *and* it exceeds the noise floor, so the
 power counted here is the chance of both (the floor taken as a fixed threshold
 on the estimate): an effect at or below the floor can never reach 80 %, and
@@ -48,7 +50,7 @@ import numpy as np
 from scipy import stats as sps
 from scipy.optimize import brentq
 
-ALPHA = 0.05            # two-sided level for planning (one primary metric)
+ALPHA = 0.05            # q of the report's Benjamini-Hochberg families
 POWER = 0.8
 MIN_EFFECT_PCT = 0.5    # the noise floor is never below this
 MAX_BOOTS = 10000       # boots_for() gives up beyond this
@@ -264,13 +266,23 @@ def boots_for(vc: VarComp, effect_pct: float, power: float = POWER, alpha: float
 
 # ------------------------------------------------------- campaign noise table
 
+def planning_alpha(n_primary: int, q: float = ALPHA) -> float:
+    """Two-sided level at which one real change among *n_primary* primary metrics
+    is flagged by the report's BH family (R = 1: q / m)."""
+    return q / max(1, n_primary)
+
+
 def noise_table(camp: Any, pooled: bool = True, effects: Sequence[float] = EFFECTS_PCT,
-                power: float = POWER, alpha: float = ALPHA) -> dict[str, Any]:
+                power: float = POWER, alpha: float | None = None) -> dict[str, Any]:
     """Variance components and boots needed per (workload, metric) of a loaded
-    campaign: all kernels pooled (an A/A campaign), or the baseline only."""
+    campaign: all kernels pooled (an A/A campaign), or the baseline only.
+    *alpha* defaults to planning_alpha(number of primary metrics)."""
     from .stats import metric_data
     variants = camp.variants()
     mdata = metric_data(camp, variants[0] if variants else "")
+    n_primary = sum(md.role == "primary" for md in mdata.values())
+    if alpha is None:
+        alpha = planning_alpha(n_primary)
     rows = []
     for (wl, name), md in mdata.items():
         use = variants if pooled else variants[:1]
@@ -294,7 +306,8 @@ def noise_table(camp: Any, pooled: bool = True, effects: Sequence[float] = EFFEC
             "source": "all kernels pooled (boots nested in kernels)" if pooled
             else f"baseline {variants[0] if variants else None}",
             "kernels": variants if pooled else variants[:1],
-            "alpha": alpha, "power": power, "min_effect_pct": MIN_EFFECT_PCT,
+            "alpha": alpha, "q": ALPHA, "n_primary": n_primary, "power": power,
+            "min_effect_pct": MIN_EFFECT_PCT,
             "design": "per-boot values paired by round; n boots per kernel",
             "metrics": rows}
 
@@ -314,16 +327,20 @@ def _load_noise(noise: Any) -> dict[str, Any]:
 
 
 def boots_needed_by_metric(noise: Any, effect_pct: float, power: float = POWER,
-                           alpha: float = ALPHA, runs: float | None = None,
+                           alpha: float | None = None, runs: float | None = None,
                            metrics: str = "primary") -> dict[tuple[str, str], int | None]:
     """(workload, metric) -> boots per kernel to flag *effect_pct* % with *power*.
 
     *noise*: the dict printed by `python3 -m kablab.noise DIR --json`, a path to
-    that JSON, or a campaign directory. *metrics*: "primary" (one per workload,
+    that JSON, or a campaign directory. *alpha*: two-sided level; default
+    q / (number of primary metrics), the level at which the report's BH family
+    flags one real change among them. *metrics*: "primary" (one per workload,
     the headline verdicts) or "tested" (primary and secondary). *runs*: runs
     per boot of the planned campaign (default: as measured).
     """
     doc = _load_noise(noise)
+    if alpha is None:
+        alpha = planning_alpha(sum(bool(m.get("primary")) for m in doc["metrics"]))
     out: dict[tuple[str, str], int | None] = {}
     for m in doc["metrics"]:
         if metrics == "primary" and not m.get("primary"):
@@ -338,8 +355,9 @@ def boots_needed_by_metric(noise: Any, effect_pct: float, power: float = POWER,
     return out
 
 
-def boots_needed(noise: Any, effect_pct: float, power: float = POWER, alpha: float = ALPHA,
-                 runs: float | None = None, metrics: str = "primary") -> int | None:
+def boots_needed(noise: Any, effect_pct: float, power: float = POWER,
+                 alpha: float | None = None, runs: float | None = None,
+                 metrics: str = "primary") -> int | None:
     """Boots per kernel for a campaign that must flag a change of *effect_pct* %
     on every primary metric with probability *power*: the largest per-metric need
     (see boots_needed_by_metric). Metrics whose noise floor is at or above the
@@ -377,7 +395,8 @@ def main(argv: list[str] | None = None) -> int:
         print(json.dumps(table, indent=1))
         return 0
     print(f"campaign {table['campaign']}: {table['source']}; boots per kernel for "
-          f"{int(a.power * 100)} % power at alpha {ALPHA}")
+          f"{int(a.power * 100)} % power at alpha {table['alpha']:.3g} "
+          f"(q {ALPHA} / {table['n_primary']} primary metrics)")
     print(f"{'workload':<20}{'metric':<22}{'role':<10}{'boots':>6}{'CoVw%':>7}{'CoVb%':>7}"
           f"{'b/w':>6}{'floor%':>7}{'1%':>6}{'3%':>6}")
     for m in table["metrics"]:

@@ -321,7 +321,7 @@ def build_context(camp: Campaign, an: Analysis) -> dict[str, Any]:
         "n_comparisons": len(an.comparisons), "invalid": camp.invalid,
         "method_note": METHOD_NOTE, "noise_rows": noise_rows(an),
         "verdict_rows": verdict_rows(an), "overhead": an.overhead,
-        "boots_per_kernel": boots_per_kernel(an),
+        "boots_per_kernel": boots_per_kernel(an), "plan_alpha": an.plan_alpha,
         "failed": camp.failed, "excluded": excluded, "directmap_rows": directmap_rows(camp),
         "failed_kernels": failed_kernels(camp),
         "dm_fields": DM_FIELDS, "dm_labels": DM_LABELS, "n_results": len(camp.results),

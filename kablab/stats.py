@@ -36,8 +36,9 @@ either kernel, no baseline value, all blocks failed, zero variance, a derived or
 wrapper metric: "not tested: <why>", significant = null.
 
 Power. Per metric the within- and between-boot CoV of the baseline and the
-boots per kernel needed to flag a 1 % and a 3 % change with 80 % power
-(kablab.noise); each tested comparison gives the change it could have missed
+boots per kernel needed to flag a 1 % and a 3 % change with 80 % power when
+it is the one real change among the m primary metrics (level q / m;
+kablab.noise); each tested comparison gives the change it could have missed
 (minimum detectable effect at 80 % power at its own level and floor).
 """
 
@@ -512,6 +513,7 @@ class Analysis:
     boots_needed: dict[tuple[str, str], dict[str, int | None]] = field(default_factory=dict)
     primaries: dict[str, dict[str, str]] = field(default_factory=dict)
     overhead: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    plan_alpha: float = ALPHA           # level of the boots-needed figures
 
     def comparison(self, workload: str, metric: str, variant: str) -> Comparison | None:
         for c in self.comparisons:
@@ -561,6 +563,7 @@ class Analysis:
         return {
             "baseline": self.baseline, "variants": self.variants, "seed": self.seed,
             "method": __doc__.strip(), "alpha": ALPHA, "power": POWER,
+            "boots_needed_alpha": self.plan_alpha,
             "primary_metrics": self.primaries,
             "summaries": [dict(workload=k[0], metric=k[1], variant=k[2], **_clean(asdict(s)))
                           for k, s in self.summaries.items()],
@@ -596,7 +599,7 @@ def runner_overhead(camp: Campaign) -> dict[str, dict[str, dict[str, float]]]:
 
 
 def analyse(camp: Campaign, seed: int | None = None) -> Analysis:
-    from .noise import boots_for
+    from .noise import boots_for, planning_alpha
     variants = camp.variants()
     baseline = variants[0] if variants else ""
     if seed is None:
@@ -613,6 +616,7 @@ def analyse(camp: Campaign, seed: int | None = None) -> Analysis:
     noise: dict[tuple[str, str], VarComp] = {}
     needed: dict[tuple[str, str], dict[str, int | None]] = {}
     comps: list[Comparison] = []
+    plan_alpha = planning_alpha(sum(md.role == "primary" for md in metrics.values()))
     for (wl, name), md in metrics.items():
         allv = [x for bs in md.boots.values() for b in bs for x in b.runs]
         log = bool(allv) and all(x > 0 for x in allv)
@@ -624,14 +628,15 @@ def analyse(camp: Campaign, seed: int | None = None) -> Analysis:
         if base:
             noise[(wl, name)] = vc
             if md.tested:
-                needed[(wl, name)] = {f"{e:g}": boots_for(vc, e) for e in (1.0, 3.0)}
+                needed[(wl, name)] = {f"{e:g}": boots_for(vc, e, alpha=plan_alpha)
+                                      for e in (1.0, 3.0)}
         floor = noise_floor_pct(vc.cov_between_pct)
         for v in variants[1:]:
             if v in md.boots or (wl, v) in blocks or base:
                 comps.append(compare_pair(md, baseline, v, blocks, floor))
     apply_families(comps)
     return Analysis(baseline, variants, camp.workloads(), metrics, summaries, comps, seed,
-                    noise, needed, primary_metrics(camp), runner_overhead(camp))
+                    noise, needed, primary_metrics(camp), runner_overhead(camp), plan_alpha)
 
 
 # ---------------------------------------------------------------- perf counters

@@ -178,7 +178,8 @@ def summary_text(an: Analysis, ctx: dict[str, Any]) -> str:
 def noise_lines(an: Analysis, ctx: dict[str, Any]) -> list[str]:
     out = ["", "== noise and power (baseline variance components) ".ljust(WIDTH, "=")]
     out += _wrap("CoV within a boot and between boots, floor = smallest change flagged, boots "
-                 "per kernel to flag 1 % / 3 % with 80 % power at alpha 0.05 (- = not possible "
+                 "per kernel to flag 1 % / 3 % with 80 % power when it is the one real change "
+                 f"among the primary metrics (alpha {an.plan_alpha:.3g}; - = not possible "
                  "at this floor or noise unknown). Size a campaign from an A/A one with "
                  "`python3 -m kablab.noise <campaign> --json`.")
     out.append(f"{'workload':<20}{'metric':<22}{'role':<10}{'boots':>6}{'CoVw%':>7}{'CoVb%':>7}"

@@ -24,6 +24,8 @@ def test_cli_json_recovers_the_variance_components(aa: Path,
     stdout = capsys.readouterr().out
     doc = json.loads(stdout)
     assert doc["kernels"] == ["stock", "stock-aa"] and doc["mode"] == "aa"
+    # one real change among the 3 primary metrics is flagged by BH at q / 3
+    assert doc["n_primary"] == 3 and doc["alpha"] == pytest.approx(0.05 / 3)
     rows = {(m["workload"], m["metric"]): m for m in doc["metrics"]}
     for key in (("hackbench", "time_s"), ("pipe-pingpong", "round_trips_per_s"),
                 ("pipe-pingpong", "rtt_p99_us"), ("syscall-mix", "ops_per_s")):
@@ -49,6 +51,7 @@ def test_cli_json_recovers_the_variance_components(aa: Path,
                         ("syscall-mix", "ops_per_s")}
     assert n == max(v for v in per.values() if v is not None)
     assert boots_needed(doc, 3.0, runs=50) <= n
+    assert boots_needed(doc, 3.0, alpha=0.05) <= n
     assert boots_needed(doc, 10.0) <= n
 
 
