@@ -38,15 +38,19 @@ def _svg(fig: plt.Figure) -> str:
 
 
 def distribution_svg(workload: str, metrics: list[MetricData], variants: list[str]) -> str:
-    """Per-kernel box plot + jittered points, one panel per metric of the workload."""
+    """Per-kernel box plot of the per-boot values (the tested unit: the geometric
+    mean of a boot's runs, arithmetic when a value is <= 0) with one point per
+    boot; one panel per metric of the workload."""
     n = len(metrics)
     ncols = min(3, n)
     nrows = math.ceil(n / ncols)
     fig, axes = plt.subplots(nrows, ncols, figsize=(3.6 * ncols, 2.7 * nrows), squeeze=False)
     rng = np.random.default_rng(0)
     for ax, md in zip(axes.flat, metrics):
-        present = [v for v in variants if md.values.get(v)]
-        data = [md.values[v] for v in present]
+        present = [v for v in variants if md.boots.get(v)]
+        log = all(x > 0 for bs in md.boots.values() for b in bs for x in b.runs)
+        data = [[math.exp(b.value(True)) if log else b.value(False) for b in md.boots[v]]
+                for v in present]
         if data:
             ax.boxplot(data, widths=0.5, showfliers=False,
                        medianprops={"color": "black"})
@@ -55,17 +59,19 @@ def distribution_svg(workload: str, metrics: list[MetricData], variants: list[st
                 ax.plot(x, vals, "o", ms=3.5, alpha=0.75,
                         color=COLORS[variants.index(v) % len(COLORS)])
             ax.set_xticks(range(1, len(present) + 1), present)
-        ax.set_title(f"{md.metric} [{md.unit}] ({md.better} is better)", fontsize=8.5)
+        role = "" if md.role in ("primary", "secondary") else f", {md.role}"
+        ax.set_title(f"{md.metric} [{md.unit}] ({md.better} is better{role})", fontsize=8.5)
     for ax in list(axes.flat)[n:]:
         ax.set_visible(False)
-    fig.suptitle(workload, fontsize=10)
+    fig.suptitle(f"{workload}: one point per boot", fontsize=10)
     fig.tight_layout()
     return _svg(fig)
 
 
 def forest_svg(an: Analysis) -> str:
-    """% change (positive = better) with bootstrap 95 % CI for every comparison."""
-    comps: list[Comparison] = [c for c in an.comparisons if math.isfinite(c.pct)]
+    """% change (positive = better) with the deciding interval for every tested comparison."""
+    comps: list[Comparison] = [c for c in an.comparisons
+                               if c.tested and math.isfinite(c.pct)]
     if not comps:
         return ""
     h = max(2.0, 0.28 * len(comps) + 1.0)
@@ -73,15 +79,15 @@ def forest_svg(an: Analysis) -> str:
     labels = []
     for y, c in enumerate(reversed(comps)):
         color = COLORS[an.variants.index(c.variant) % len(COLORS)]
-        lo = c.ci_lo if math.isfinite(c.ci_lo) else c.pct
-        hi = c.ci_hi if math.isfinite(c.ci_hi) else c.pct
-        ax.errorbar([c.pct], [y], xerr=[[c.pct - lo], [hi - c.pct]], fmt="o" if c.significant
-                    else "o", mfc=color if c.significant else "white", color=color, capsize=3)
+        lo = c.lo if math.isfinite(c.lo) else c.pct
+        hi = c.hi if math.isfinite(c.hi) else c.pct
+        ax.errorbar([c.pct], [y], xerr=[[c.pct - lo], [hi - c.pct]], fmt="o",
+                    mfc=color if c.significant else "white", color=color, capsize=3)
         labels.append(f"{c.workload[:40]} | {c.metric} | {c.variant}"
-                      + (" *" if c.significant else ""))
+                      + (" *" if c.significant else "") + ("" if c.primary else " (2nd)"))
     ax.axvline(0, color="black", lw=0.8)
     ax.set_yticks(range(len(labels)), labels, fontsize=8)
-    ax.set_xlabel(f"% change vs {an.baseline} (positive = better), bootstrap 95% CI; "
-                  "filled = significant")
+    ax.set_xlabel(f"% change vs {an.baseline} (positive = better), FCR-adjusted interval; "
+                  "filled = flagged")
     fig.tight_layout()
     return _svg(fig)

@@ -12,10 +12,10 @@ from typing import Any
 import jinja2
 
 from . import __version__
-from .fmt import count, finite, num, pct
+from .fmt import STAT_ROWS, count, finite, num, pct
 from .load import Campaign
 from .plots import distribution_svg, forest_svg
-from .stats import TLB_EVENTS, Analysis, analyse, pct_change, perf_summary
+from .stats import METHOD_NOTE, TLB_EVENTS, Analysis, analyse, pct_change, perf_summary
 from .textreport import lkp_text, row_change, summary_text
 from .util import atomic_write_json, atomic_write_text
 
@@ -65,13 +65,21 @@ def directmap_rows(camp: Campaign) -> list[dict[str, Any]]:
     return rows
 
 
-def _cell(value: float, change: float, sig: bool, better_sign: bool, baseline: bool) -> dict:
-    cls = ""
-    if sig:
-        cls = "sig-better" if change > 0 else "sig-worse"
-    mark = ("*", "*") if sig else ("(", ")")
-    return {"value": num(value), "change": f"{mark[0]}{pct(0.0 if baseline else change).strip()}%"
-            f"{mark[1]}", "cls": cls}
+def _fmt_pct(v: float | None) -> str:
+    return f"{v:+.2f}" if finite(v) else "n/a"
+
+
+def central_change(an: Analysis, wl: str, metric: str, variant: str) -> tuple[str, str]:
+    """(text, css class) of the change on the central (Gmean) row: the tested
+    estimate, *starred* when flagged; n/t when not tested; n/a without a comparison."""
+    c = an.comparison(wl, metric, variant)
+    if c is None or not (c.n_boots_base and c.n_boots_new):
+        return "(n/a)", ""
+    if not c.tested:
+        return "(n/t)", ""
+    if c.significant:
+        return f"*{c.pct:+.2f}%*", f"sig-{c.direction}"
+    return f"({c.pct:+.2f}%)", ""
 
 
 def workload_sections(an: Analysis, camp: Campaign) -> list[dict[str, Any]]:
@@ -82,7 +90,7 @@ def workload_sections(an: Analysis, camp: Campaign) -> list[dict[str, Any]]:
         for md in metrics:
             base = an.summaries.get((wl, md.metric, an.baseline))
             rows = []
-            for row in ("Min", "Central", "Stddev", "CoeffVar", "Max"):
+            for row in STAT_ROWS:
                 label = row
                 cells = []
                 for v in an.variants:
@@ -94,37 +102,82 @@ def workload_sections(an: Analysis, camp: Campaign) -> list[dict[str, Any]]:
                         label = s.central_kind
                     value = {"Min": s.min, "Central": s.central, "Stddev": s.stddev,
                              "CoeffVar": s.coeffvar, "Max": s.max}[row]
-                    is_base = v == an.baseline
-                    ch = 0.0 if is_base or base is None else row_change(row, base, s, md.better)
-                    c = an.comparison(wl, md.metric, v)
-                    sig = row == "Central" and c is not None and c.significant
-                    cells.append(_cell(value, ch, sig, True, is_base))
+                    if v == an.baseline:
+                        ch, cls = "", ""
+                    elif row == "Central":
+                        ch, cls = central_change(an, wl, md.metric, v)
+                    else:
+                        rc = row_change(row, base, s, md.better) if base else float("nan")
+                        ch, cls = f"({pct(rc).strip()}%)" if finite(rc) else "(n/a)", ""
+                    cells.append({"value": num(value), "change": ch, "cls": cls})
                 rows.append({"label": label, "cells": cells})
-            ns = [an.summaries[(wl, md.metric, v)].n if (wl, md.metric, v) in an.summaries else 0
-                  for v in an.variants]
-            ci = [an.summaries[(wl, md.metric, v)].ci95_halfwidth
-                  if (wl, md.metric, v) in an.summaries else None for v in an.variants]
-            tables.append({"metric": md.metric, "unit": md.unit, "better": md.better,
-                           "source": md.source, "rows": rows, "n": ns,
-                           "ci": [num(x) if finite(x) else "n/a" for x in ci]})
+            cov = [an.summaries.get((wl, md.metric, v)) for v in an.variants]
+            tables.append({
+                "metric": md.metric, "unit": md.unit, "better": md.better, "source": md.source,
+                "role": md.role if md.role != "derived" else f"derived from {md.derived_from}",
+                "rows": rows,
+                "n": [f"{s.n_boots} / {s.n}" if s else "0" for s in cov],
+                "cov_boot": [f"{s.cov_boot:.2f}" if s and finite(s.cov_boot) else "n/a"
+                             for s in cov]})
         comps = [{
-            "variant": c.variant, "metric": c.metric, "pct": f"{c.pct:+.2f}" if finite(c.pct) else "n/a",
-            "ci": (f"[{c.ci_lo:+.2f}, {c.ci_hi:+.2f}]" if finite(c.ci_lo) else "n/a"),
-            "ci_method": c.ci_method,
-            "welch": _p(c.welch_p), "welch_holm": _p(c.welch_p_holm),
-            "mw": _p(c.mw_p), "mw_holm": _p(c.mw_p_holm),
-            "significant": c.significant, "mw_significant": c.mw_significant,
-            "n": f"{c.n_base}/{c.n_new}", "note": c.note,
-            "cls": ("sig-better" if c.pct > 0 else "sig-worse") if c.significant else "",
+            "variant": c.variant, "metric": c.metric,
+            "role": c.role if c.role != "derived" else "derived",
+            "n": f"{c.n_boots_base}/{c.n_boots_new}",
+            "runs": f"{c.n_runs_base}/{c.n_runs_new}",
+            "pct": (_fmt_pct(c.pct) + "%") if c.tested else "n/t",
+            "interval": c.interval(),
+            "level": f"{100 * c.level:.1f}%" if finite(c.level) else "",
+            "model": c.model, "p": _p(c.p), "q": _p(c.q), "family": c.family,
+            "floor": f"{c.noise_floor_pct:.2f}%" if finite(c.noise_floor_pct) else "n/a",
+            "mde": f"\u00b1{c.mde_pct:.1f}%" if finite(c.mde_pct) else "n/a",
+            "decision": c.decision(), "tested": c.tested,
+            "cls": f"sig-{c.direction}" if c.significant else ("na" if not c.tested else ""),
         } for c in an.comparisons if c.workload == wl]
         verdict = an.verdict(wl)
         sections.append({
             "name": wl, "anchor": f"wl{len(sections)}", "tables": tables, "comparisons": comps,
-            "verdict": verdict, "has_sig": verdict != ["no significant difference"],
+            "verdict": verdict, "has_sig": an.has_flag(wl),
+            "primary": an.primaries.get(wl),
             "svg": distribution_svg(wl, metrics, an.variants) if metrics else "",
             "failed": [r for r in camp.failed if r["workload"] == wl],
         })
     return sections
+
+
+def verdict_rows(an: Analysis) -> list[dict[str, Any]]:
+    """The first screen: per workload, each kernel's verdict on the primary metric."""
+    rows = []
+    for wl in an.workloads:
+        cells = []
+        for v in an.variants[1:]:
+            text, cls = an.headline(wl, v)
+            cells.append({"text": text, "cls": cls})
+        second = [f"{c.variant}: {c.metric} {c.pct:+.2f}% {c.interval()} {c.direction}"
+                  for c in an.comparisons
+                  if c.workload == wl and not c.primary and c.significant]
+        pm = an.primaries.get(wl, {})
+        rows.append({"workload": wl, "primary": pm.get("metric", "none"),
+                     "primary_source": pm.get("source", ""), "cells": cells,
+                     "secondary": second})
+    return rows
+
+
+def noise_rows(an: Analysis) -> list[dict[str, Any]]:
+    rows = []
+    for (wl, name), vc in an.noise.items():
+        md = an.metrics[(wl, name)]
+        need = an.boots_needed.get((wl, name), {})
+
+        def f(x: float, p: int = 2) -> str:
+            return f"{x:.{p}f}" if finite(x) else "n/a"
+        rows.append({"workload": wl, "metric": name, "role": md.role,
+                     "boots": vc.n_boots, "runs": f(vc.runs_per_boot, 1),
+                     "cov_w": f(vc.cov_within_pct), "cov_b": f(vc.cov_between_pct),
+                     "ratio": f(vc.ratio, 1), "floor": f(vc.floor_pct),
+                     "n1": "" if not need else "-" if need["1"] is None else need["1"],
+                     "n3": "" if not need else "-" if need["3"] is None else need["3"],
+                     "note": vc.note if md.tested else f"{md.role}, not tested"})
+    return rows
 
 
 def _p(p: float) -> str:
@@ -266,10 +319,24 @@ def build_context(camp: Campaign, an: Analysis) -> dict[str, Any]:
             "%Y-%m-%d %H:%M:%SZ"), "version": __version__,
         "tcg": tcg, "tcg_banner": TCG_BANNER, "baseline": an.baseline, "variants": an.variants,
         "n_comparisons": len(an.comparisons), "invalid": camp.invalid,
+        "method_note": METHOD_NOTE, "noise_rows": noise_rows(an),
+        "verdict_rows": verdict_rows(an), "overhead": an.overhead,
+        "boots_per_kernel": boots_per_kernel(an), "plan_alpha": an.plan_alpha,
         "failed": camp.failed, "excluded": excluded, "directmap_rows": directmap_rows(camp),
         "failed_kernels": failed_kernels(camp),
         "dm_fields": DM_FIELDS, "dm_labels": DM_LABELS, "n_results": len(camp.results),
     }
+
+
+def boots_per_kernel(an: Analysis) -> dict[str, str]:
+    """variant -> boots with a value (range over the workloads' primary metrics)."""
+    out = {}
+    for v in an.variants:
+        ns = [s.n_boots for (wl, m, var), s in an.summaries.items()
+              if var == v and an.primary_metric(wl) == m]
+        out[v] = "0" if not ns else (str(min(ns)) if min(ns) == max(ns)
+                                     else f"{min(ns)}-{max(ns)}")
+    return out
 
 
 def render_campaign(camp: Campaign, out_dir: str | Path | None = None) -> dict[str, Path]:

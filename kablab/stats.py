@@ -1,70 +1,82 @@
-"""Statistics for the comparison tables.
+"""Statistics of a campaign: the boot is the unit.
 
-Per (workload, metric, variant): n, Min, Amean (Hmean for rates: unit ends in
-"/s"), Stddev (sample, ddof=1), CoeffVar = 100 * Stddev / Amean, Max, and the
-95 % confidence interval of the mean, t(0.975, n-1) * Stddev / sqrt(n) (the
-sqrt(n) that mmtests' compare-kernels leaves out).
+Values. Every boot gives one value per (kernel, workload, metric): the
+geometric mean of its included runs (the mean of the log values). Because
+GM(1/x) = 1/GM(x), a rate and its time give the same answer, so one statistic
+serves both. A boot is a result's `boot` field when present, else its
+`block` (one boot per kernel and block); the round is the `block`: in each
+round every kernel boots once (randomised complete block design).
 
-Per (workload, metric, non-baseline variant): % change of the central value
-vs the baseline, positive = better (mmtests convention, using the metric's
-`better`), Welch's t-test and Mann-Whitney U on the repetitions, and a seeded
-bootstrap 95 % CI of the % change (scipy.stats.bootstrap, BCa, percentile when
-BCa is degenerate). Both p-values are Holm-corrected over all comparisons of
-the report. A change is significant only when the CI excludes 0 AND the
-Holm-corrected Welch p < 0.05; the Mann-Whitney result is reported beside it.
+Model. For each kernel against the baseline, on the two kernels' per-boot log
+values only: OLS `log(value) ~ kernel + round (+ host)` (statsmodels). The
+round term is used when at least 3 rounds hold boots of both kernels (then it
+is the paired-by-round test); with fewer, the pooled-variance two-sample test
+`log(value) ~ kernel`. The host term is added when it can be estimated beside
+the others. The estimate exp(b_kernel) is the ratio of geometric means; the %
+change is 100 * (ratio - 1), negated for lower-is-better metrics, so positive
+= better. Metrics with a value <= 0 use per-boot arithmetic means and the
+difference divided by the baseline mean.
+
+Family. One family per kernel against the baseline, so a kernel's verdicts do
+not depend on which other kernels ran. Each workload has one primary metric
+(the result's `primary_metric`, else the first metric the harness prints),
+which carries the headline verdict; the primary metrics of a kernel are one
+Benjamini-Hochberg family (q = 0.05) and its secondary metrics another.
+Derived duplicates (a metric that is exactly c * other^(+-1) in every run,
+e.g. ns_per_op = 1e9 / ops_per_s) and the runner's wrapper time `wall_s`
+(hyperfine; the harness times itself) are not tested.
+
+Decision. The interval shown is the one that decides: the confidence interval
+at the false-coverage-rate adjusted level 1 - max(R, 1) * q / m of its family
+(m tests, R of them rejected by BH; Benjamini & Yekutieli 2005), which excludes
+0 exactly when BH rejects. A change is flagged only when that interval excludes
+0 AND |change| exceeds the metric's noise floor: the baseline's between-boot
+CoV (variance components, kablab.noise), at least 0.5 %. Fewer than 2 boots of
+either kernel, no baseline value, all blocks failed, zero variance, a derived or
+wrapper metric: "not tested: <why>", significant = null.
+
+Power. Per metric the within- and between-boot CoV of the baseline and the
+boots per kernel needed to flag a 1 % and a 3 % change with 80 % power when
+it is the one real change among the m primary metrics (level q / m;
+kablab.noise); each tested comparison gives the change it could have missed
+(minimum detectable effect at 80 % power at its own level and floor).
 """
 
 from __future__ import annotations
 
+import json
 import math
 import re
-import warnings
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable
+from typing import Any, Sequence
 
 import numpy as np
+import statsmodels.api as sm
 from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 
 from .load import Campaign
+from .noise import POWER, VarComp, mde, noise_floor_pct, to_pct, variance_components
 
-ALPHA = 0.05
-N_RESAMPLES = 2000
+METHOD_NOTE = (
+    "Each boot is one sample (the geometric mean of its runs); a kernel is compared with "
+    "the baseline by OLS on log per-boot values, log(value) ~ kernel + round (+ host) "
+    "(pooled two-sample test with fewer than 3 paired rounds), with one Benjamini-Hochberg "
+    "family per kernel for the primary metric of each workload and one for its secondary "
+    "metrics, and [lo, hi] is that family's FCR-adjusted interval of the % change (positive "
+    "= better). A change is flagged only when [lo, hi] excludes 0 and the change exceeds "
+    "the metric's noise floor (the baseline's between-boot CoV, at least 0.5 %); fewer than "
+    "2 boots per kernel, a missing baseline, failed blocks, zero variance and derived or "
+    "wrapper metrics are \"not tested\".")
+ALPHA = 0.05            # q of the Benjamini-Hochberg families
 WALL = "wall_s"
+MIN_BOOTS = 2
+MIN_ROUNDS_PAIRED = 3   # rounds holding both kernels before the round term is used
+DERIVED_TOL = 1e-6      # log tolerance of an exact c * x^(+-1) relation
 
 
 def is_rate(unit: str) -> bool:
     return unit.strip().endswith("/s")
-
-
-@dataclass
-class Summary:
-    n: int
-    min: float
-    amean: float
-    hmean: float | None
-    central: float          # Hmean for rates (when all values > 0), else Amean
-    central_kind: str       # "Hmean" or "Amean"
-    stddev: float
-    coeffvar: float         # percent, relative to Amean
-    max: float
-    ci95_halfwidth: float   # t * s / sqrt(n)
-
-
-def summarise(values: Iterable[float], unit: str = "") -> Summary:
-    x = np.asarray(list(values), dtype=float)
-    n = int(x.size)
-    if n == 0:
-        nan = float("nan")
-        return Summary(0, nan, nan, None, nan, "Amean", nan, nan, nan, nan)
-    amean = float(np.mean(x))
-    hmean = float(sps.hmean(x)) if np.all(x > 0) else None
-    rate = is_rate(unit) and hmean is not None
-    sd = float(np.std(x, ddof=1)) if n > 1 else float("nan")
-    cv = 100.0 * sd / amean if n > 1 and amean != 0 else float("nan")
-    ci = float(sps.t.ppf(0.975, n - 1) * sd / math.sqrt(n)) if n > 1 else float("nan")
-    return Summary(n, float(np.min(x)), amean, hmean, hmean if rate else amean,
-                   "Hmean" if rate else "Amean", sd, cv, float(np.max(x)), ci)
 
 
 def pct_change(base: float, new: float, better: str) -> float:
@@ -75,117 +87,19 @@ def pct_change(base: float, new: float, better: str) -> float:
     return raw if better == "higher" else -raw
 
 
-def _center(x: np.ndarray, kind: str, axis: int = -1) -> np.ndarray:
-    if kind == "Hmean":
-        return sps.hmean(x, axis=axis)
-    return np.mean(x, axis=axis)
-
+# ------------------------------------------------------------------ data
 
 @dataclass
-class Comparison:
-    workload: str
-    metric: str
-    unit: str
-    better: str
+class BootValues:
     variant: str
-    baseline: str
-    n_base: int
-    n_new: int
-    central_kind: str
-    base_value: float
-    new_value: float
-    pct: float                   # positive = better
-    ci_lo: float
-    ci_hi: float
-    ci_method: str
-    welch_p: float
-    mw_p: float
-    welch_p_holm: float = float("nan")
-    mw_p_holm: float = float("nan")
-    significant: bool = False
-    mw_significant: bool = False
-    note: str = ""
+    boot: str
+    round: int
+    host: str | None
+    runs: list[float] = field(default_factory=list)
 
-    @property
-    def ci_halfwidth(self) -> float:
-        return (self.ci_hi - self.ci_lo) / 2.0
-
-
-def compare(base: Iterable[float], new: Iterable[float], unit: str, better: str,
-            seed: int = 1, **ident: Any) -> Comparison:
-    b = np.asarray(list(base), dtype=float)
-    v = np.asarray(list(new), dtype=float)
-    kind = "Hmean" if is_rate(unit) and b.size and v.size and np.all(b > 0) and np.all(v > 0) \
-        else "Amean"
-    bc = float(_center(b, kind)) if b.size else float("nan")
-    vc = float(_center(v, kind)) if v.size else float("nan")
-    pct = pct_change(bc, vc, better)
-    nan = float("nan")
-    welch_p = mw_p = lo = hi = nan
-    method = "none"
-    notes = []
-    if b.size >= 2 and v.size >= 2:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            welch_p = float(sps.ttest_ind(b, v, equal_var=False).pvalue)
-            try:
-                mw_p = float(sps.mannwhitneyu(b, v, alternative="two-sided").pvalue)
-            except ValueError:
-                mw_p = nan
-        if not np.isfinite(welch_p):
-            notes.append("Welch p undefined (zero variance)")
-            if np.all(b == b[0]) and np.all(v == v[0]):
-                welch_p = 1.0 if b[0] == v[0] else 0.0
-
-        def stat(x: np.ndarray, y: np.ndarray, axis: int = -1) -> np.ndarray:
-            xc, yc = _center(x, kind, axis), _center(y, kind, axis)
-            raw = (yc - xc) / np.abs(xc) * 100.0
-            return raw if better == "higher" else -raw
-
-        if np.isfinite(pct):
-            for m in ("BCa", "percentile"):
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    try:
-                        res = sps.bootstrap((b, v), stat, vectorized=True, paired=False,
-                                            n_resamples=N_RESAMPLES, confidence_level=0.95,
-                                            method=m, random_state=np.random.default_rng(seed))
-                        lo, hi = float(res.confidence_interval.low), float(res.confidence_interval.high)
-                    except (ValueError, FloatingPointError, ZeroDivisionError):
-                        lo = hi = nan
-                if np.isfinite(lo) and np.isfinite(hi):
-                    method = m
-                    break
-            if method == "none" and np.all(b == b[0]) and np.all(v == v[0]):
-                lo = hi = pct
-                method = "degenerate"
-    else:
-        notes.append("fewer than 2 repetitions: no test")
-    return Comparison(unit=unit, better=better, n_base=int(b.size), n_new=int(v.size),
-                      central_kind=kind, base_value=bc, new_value=vc, pct=pct, ci_lo=lo,
-                      ci_hi=hi, ci_method=method, welch_p=welch_p, mw_p=mw_p,
-                      note="; ".join(notes), **ident)
-
-
-def holm(pvals: list[float]) -> list[float]:
-    """Holm-adjust the finite p-values; NaN stays NaN."""
-    idx = [i for i, p in enumerate(pvals) if p is not None and np.isfinite(p)]
-    out = [float("nan")] * len(pvals)
-    if idx:
-        adj = multipletests([pvals[i] for i in idx], alpha=ALPHA, method="holm")[1]
-        for i, a in zip(idx, adj):
-            out[i] = float(a)
-    return out
-
-
-def apply_significance(comps: list[Comparison]) -> None:
-    wh = holm([c.welch_p for c in comps])
-    mh = holm([c.mw_p for c in comps])
-    for c, w, m in zip(comps, wh, mh):
-        c.welch_p_holm, c.mw_p_holm = w, m
-        ci_excl = np.isfinite(c.ci_lo) and np.isfinite(c.ci_hi) and (c.ci_lo > 0 or c.ci_hi < 0)
-        c.significant = bool(ci_excl and np.isfinite(w) and w < ALPHA)
-        c.mw_significant = bool(np.isfinite(m) and m < ALPHA)
+    def value(self, log: bool) -> float:
+        x = np.asarray(self.runs, dtype=float)
+        return float(np.mean(np.log(x))) if log else float(np.mean(x))
 
 
 @dataclass
@@ -195,29 +109,396 @@ class MetricData:
     unit: str
     better: str
     source: str                                  # "hyperfine" or "harness"
-    values: dict[str, list[float]] = field(default_factory=dict)
+    role: str = "secondary"                      # primary | secondary | derived | wrapper
+    derived_from: str | None = None
+    boots: dict[str, list[BootValues]] = field(default_factory=dict)
+
+    @property
+    def primary(self) -> bool:
+        return self.role == "primary"
+
+    @property
+    def tested(self) -> bool:
+        return self.role in ("primary", "secondary")
+
+    @property
+    def values(self) -> dict[str, list[float]]:
+        """variant -> all included run values (descriptive only)."""
+        return {v: [x for b in bs for x in b.runs] for v, bs in self.boots.items()}
 
 
-def metric_samples(camp: Campaign) -> dict[tuple[str, str], MetricData]:
-    """(workload, metric) -> per-variant values of the included runs of ok blocks."""
+def boot_id(r: dict[str, Any]) -> str:
+    """The boot a result was measured in: its `boot` field, else its block."""
+    b = r.get("boot")
+    if b is None:
+        return f"block {r['block']}"
+    if isinstance(b, dict):
+        b = b.get("id", json.dumps(b, sort_keys=True))
+    return f"boot {b}"
+
+
+def _ordered(results: list[dict[str, Any]], variants: list[str]) -> list[dict[str, Any]]:
+    rank = {v: i for i, v in enumerate(variants)}
+    return sorted(results, key=lambda r: (rank.get(r["variant"], len(rank)), r["variant"],
+                                          r["block"], r.get("_file", "")))
+
+
+def primary_metrics(camp: Campaign) -> dict[str, dict[str, str]]:
+    """workload -> {"metric", "source"}: the result's `primary_metric`
+    ("declared"), else the first metric of the harness ("first harness metric",
+    the baseline's results first). Never wall_s."""
+    variants = camp.variants()
+    out: dict[str, dict[str, str]] = {}
+    for r in _ordered(camp.results, variants):
+        pm = r.get("primary_metric")
+        if isinstance(pm, str) and pm and r["workload"] not in out:
+            out[r["workload"]] = {"metric": pm, "source": "declared"}
+    for r in _ordered(camp.ok, variants):
+        if r["workload"] in out:
+            continue
+        for run in r["runs"]:
+            names = [n for n in run["metrics"] if n != WALL]
+            if run["included"] and names:
+                out[r["workload"]] = {"metric": names[0], "source": "first harness metric"}
+                break
+    return out
+
+
+def _exactly_related(x: np.ndarray, y: np.ndarray) -> bool:
+    """y == c * x^(+-1) in every run (within printing precision)."""
+    if x.size < 3 or np.any(x <= 0) or np.any(y <= 0):
+        return False
+    lx, ly = np.log(x), np.log(y)
+    if np.ptp(lx) < 1e3 * DERIVED_TOL:
+        return False
+    return any(np.ptp(ly - s * lx) <= DERIVED_TOL for s in (1.0, -1.0))
+
+
+def metric_data(camp: Campaign, baseline: str | None = None) -> dict[tuple[str, str], MetricData]:
+    """(workload, metric) -> per-variant per-boot run values of the included runs
+    of ok blocks, with each metric's role. Per workload: the primary metric
+    first, then the harness's order, wall_s last."""
+    variants = camp.variants()
+    baseline = baseline if baseline is not None else (variants[0] if variants else "")
+    prim = primary_metrics(camp)
     out: dict[tuple[str, str], MetricData] = {}
-    for r in camp.ok:
-        wl = r["workload"]
+    slots: dict[tuple[str, str, str, str], BootValues] = {}
+    order: dict[str, list[str]] = {}
+    runs: dict[str, list[tuple[str, dict[str, float]]]] = {}
+    for r in _ordered(camp.ok, variants):
+        wl, v, bid = r["workload"], r["variant"], boot_id(r)
         for run in r["runs"]:
             if not run["included"]:
                 continue
             items: list[tuple[str, float | None, str, str, str]] = [
-                (WALL, run["wall_s"], "s", "lower", "hyperfine")]
-            items += [(name, m["value"], m["unit"], m["better"], "harness")
-                      for name, m in run["metrics"].items()]
+                (name, m["value"], m["unit"], m["better"], "harness")
+                for name, m in run["metrics"].items() if name != WALL]
+            items.append((WALL, run["wall_s"], "s", "lower", "hyperfine"))
+            seen: dict[str, float] = {}
             for name, value, unit, better, source in items:
-                if value is None:
+                if value is None or not math.isfinite(value):
                     continue
-                md = out.setdefault((wl, name), MetricData(wl, name, unit, better, source))
-                md.values.setdefault(r["variant"], []).append(float(value))
-    # wall_s first, then harness metrics by name
-    return dict(sorted(out.items(), key=lambda kv: (kv[0][0], kv[0][1] != WALL, kv[0][1])))
+                md = out.get((wl, name))
+                if md is None:
+                    md = out[(wl, name)] = MetricData(wl, name, unit, better, source)
+                    order.setdefault(wl, []).append(name)
+                slot = slots.get((wl, name, v, bid))
+                if slot is None:
+                    slot = slots[(wl, name, v, bid)] = BootValues(v, bid, r["block"],
+                                                                  r["host"].get("name"))
+                    md.boots.setdefault(v, []).append(slot)
+                slot.runs.append(float(value))
+                seen[name] = float(value)
+            runs.setdefault(wl, []).append((v, seen))
+    result: dict[tuple[str, str], MetricData] = {}
+    for wl in sorted(order):
+        pm = prim.get(wl, {}).get("metric")
+        names = sorted(order[wl], key=lambda n: (n != pm, n == WALL, order[wl].index(n)))
+        kept: list[str] = []
+        for name in names:
+            md = out[(wl, name)]
+            if name == WALL:
+                md.role = "wrapper"
+            elif name == pm:
+                md.role = "primary"
+            for src in (kept if md.role != "wrapper" else []):
+                pairs = [(d[src], d[name]) for v, d in runs[wl]
+                         if v == baseline and src in d and name in d]
+                if len(pairs) < 3:
+                    pairs = [(d[src], d[name]) for v, d in runs[wl] if src in d and name in d]
+                if pairs and _exactly_related(np.array([p[0] for p in pairs]),
+                                              np.array([p[1] for p in pairs])):
+                    md.role, md.derived_from = "derived", src
+                    break
+            if md.role in ("primary", "secondary"):
+                kept.append(name)
+            result[(wl, name)] = md
+    return result
 
+
+# --------------------------------------------------------------- summaries
+
+@dataclass
+class Summary:
+    """Per (workload, metric, variant). Min/Max/Amean/Stddev/CoeffVar are over all
+    included runs (descriptive only); `central` is the tested quantity: the
+    geometric mean of the per-boot geometric means (Amean of per-boot means when
+    a value is <= 0); `cov_boot` is the CoV of the per-boot values."""
+    n: int                  # runs
+    n_boots: int
+    min: float
+    max: float
+    amean: float
+    stddev: float
+    coeffvar: float
+    central: float
+    central_kind: str       # "Gmean" or "Amean"
+    cov_boot: float
+
+
+def summarise(runs_by_boot: Sequence[Sequence[float]], log: bool | None = None) -> Summary:
+    groups = [np.asarray(list(b), dtype=float) for b in runs_by_boot]
+    groups = [g for g in groups if g.size]
+    nan = float("nan")
+    if not groups:
+        return Summary(0, 0, nan, nan, nan, nan, nan, nan, "Gmean", nan)
+    x = np.concatenate(groups)
+    n = int(x.size)
+    if log is None:
+        log = bool(np.all(x > 0))
+    amean = float(np.mean(x))
+    sd = float(np.std(x, ddof=1)) if n > 1 else nan
+    cv = 100.0 * sd / abs(amean) if n > 1 and amean != 0 else nan
+    if log:
+        bv = np.array([np.mean(np.log(g)) for g in groups])
+        central = float(np.exp(np.mean(bv)))
+        cov_boot = to_pct(float(np.std(bv, ddof=1))) if bv.size > 1 else nan
+    else:
+        bv = np.array([np.mean(g) for g in groups])
+        central = float(np.mean(bv))
+        cov_boot = (100.0 * float(np.std(bv, ddof=1)) / abs(central)
+                    if bv.size > 1 and central != 0 else nan)
+    return Summary(n, len(groups), float(np.min(x)), float(np.max(x)), amean, sd, cv, central,
+                   "Gmean" if log else "Amean", cov_boot)
+
+
+# ------------------------------------------------------------- comparisons
+
+@dataclass
+class Comparison:
+    workload: str
+    metric: str
+    unit: str
+    better: str
+    variant: str
+    baseline: str
+    primary: bool
+    role: str                       # primary | secondary | derived | wrapper
+    tested: bool = False
+    reason: str = ""                # why not tested / why not flagged / what was flagged
+    n_boots_base: int = 0
+    n_boots_new: int = 0
+    n_runs_base: int = 0
+    n_runs_new: int = 0
+    base_value: float = float("nan")    # per-boot Gmean (the tested quantity)
+    new_value: float = float("nan")
+    scale: str = ""                 # "log" or "raw"
+    model: str = ""
+    estimate: float = float("nan")  # kernel coefficient, model scale
+    se: float = float("nan")
+    df: float = float("nan")
+    p: float = float("nan")
+    q: float = float("nan")         # BH-adjusted p within the family
+    family: str = ""                # e.g. "grouped: primary (4 tests)"
+    family_size: int = 0
+    level: float = float("nan")     # confidence level of [lo, hi]
+    pct: float = float("nan")       # positive = better; null when not tested
+    lo: float = float("nan")
+    hi: float = float("nan")
+    stat_significant: bool | None = None    # the interval excludes 0
+    significant: bool | None = None         # flagged: interval excludes 0 and > floor
+    direction: str = ""             # "better" / "worse" when flagged
+    noise_floor_pct: float = float("nan")
+    mde_pct: float = float("nan")   # change missed with 20 % chance at this level
+    derived_from: str | None = None
+    base_mean: float = float("nan")  # raw scale: baseline mean of per-boot means
+    descriptive_pct: float = float("nan")   # ratio of the two per-boot Gmeans, never tested
+
+    @property
+    def n_boots(self) -> int:
+        return min(self.n_boots_base, self.n_boots_new)
+
+    def interval(self) -> str:
+        if not (math.isfinite(self.lo) and math.isfinite(self.hi)):
+            return "n/a"
+        return f"[{self.lo:+.2f}, {self.hi:+.2f}]"
+
+    def decision(self) -> str:
+        """One phrase for tables: flagged better/worse, no clear change, not tested."""
+        if not self.tested:
+            return f"not tested: {self.reason}"
+        if self.significant:
+            return self.direction
+        return self.reason
+
+
+def _to_pct(d: float, c: Comparison) -> float:
+    if not math.isfinite(d):
+        return float("nan")
+    if c.scale == "log":
+        raw = 100.0 * math.expm1(d)
+    else:
+        raw = 100.0 * d / abs(c.base_mean) if c.base_mean else float("nan")
+    return raw if c.better == "higher" else -raw
+
+
+def _dummies(labels: list[Any]) -> np.ndarray:
+    levels = sorted(set(labels), key=str)
+    return np.array([[1.0 if x == lev else 0.0 for lev in levels[1:]] for x in labels]) \
+        .reshape(len(labels), len(levels) - 1)
+
+
+def _rank(x: np.ndarray) -> int:
+    return int(np.linalg.matrix_rank(x)) if x.size else 0
+
+
+def fit_pair(base: list[BootValues], new: list[BootValues], log: bool
+             ) -> tuple[dict[str, Any] | None, str]:
+    """OLS of per-boot values on kernel (+ round) (+ host); (fit, model) or (None, why)."""
+    boots = base + new
+    y = np.array([b.value(log) for b in boots])
+    k = np.array([0.0] * len(base) + [1.0] * len(new))
+    X = np.column_stack([np.ones(len(boots)), k])
+    terms = ["kernel"]
+    rounds = [b.round for b in boots]
+    shared = {b.round for b in base} & {b.round for b in new}
+
+    def usable(cand: np.ndarray) -> bool:
+        r = _rank(cand)
+        return r - _rank(np.delete(cand, 1, axis=1)) == 1 and len(y) - r >= 2
+    if len(shared) >= MIN_ROUNDS_PAIRED and len(set(rounds)) > 1:
+        cand = np.column_stack([X, _dummies(rounds)])
+        if usable(cand):
+            X, terms = cand, terms + ["round"]
+    hosts = [b.host or "" for b in boots]
+    if len(set(hosts)) > 1:
+        cand = np.column_stack([X, _dummies(hosts)])
+        if _rank(cand) > _rank(X) and usable(cand):
+            X, terms = cand, terms + ["host"]
+    model = f"{'log(value)' if log else 'value'} ~ {' + '.join(terms)}"
+    if not usable(X):
+        if _rank(X) - _rank(np.delete(X, 1, axis=1)) != 1:
+            return None, "kernel effect not estimable"
+        return None, "too few boots for the model"
+    res = sm.OLS(y, X).fit()
+    scale2 = max(1.0, float(np.mean(y ** 2)))
+    if res.ssr <= 1e-18 * scale2 * len(y):
+        return None, "zero variance (per-boot values constant)"
+    return {"estimate": float(res.params[1]), "se": float(res.bse[1]),
+            "df": float(res.df_resid), "p": float(res.pvalues[1])}, model
+
+
+def compare_pair(md: MetricData, baseline: str, variant: str,
+                 blocks: dict[tuple[str, str], tuple[int, int]],
+                 floor_pct: float) -> Comparison:
+    """Everything up to the family adjustment (set by apply_families)."""
+    c = Comparison(md.workload, md.metric, md.unit, md.better, variant, baseline,
+                   md.primary, md.role, derived_from=md.derived_from,
+                   noise_floor_pct=floor_pct)
+    base, new = md.boots.get(baseline, []), md.boots.get(variant, [])
+    c.n_boots_base, c.n_boots_new = len(base), len(new)
+    c.n_runs_base = sum(len(b.runs) for b in base)
+    c.n_runs_new = sum(len(b.runs) for b in new)
+    allv = [x for b in base + new for x in b.runs]
+    log = bool(allv) and all(x > 0 for x in allv)
+    c.scale = "log" if log else "raw"
+    if base:
+        c.base_value = summarise([b.runs for b in base], log).central
+        c.base_mean = float(np.mean([b.value(False) for b in base]))
+    if new:
+        c.new_value = summarise([b.runs for b in new], log).central
+    if base and new:
+        d = (math.log(c.new_value / c.base_value) if log
+             else c.new_value - c.base_value)
+        c.descriptive_pct = _to_pct(d, c)
+
+    def failed(v: str) -> str | None:
+        ok, bad = blocks.get((md.workload, v), (0, 0))
+        return f"all {bad} block(s) of {v} failed" if ok == 0 and bad else None
+    why = None
+    if not base:
+        why = failed(baseline) or f"no baseline value ({baseline} has no {md.metric})"
+    elif not new:
+        why = failed(variant) or f"no value for {variant}"
+    elif md.role == "wrapper":
+        why = "wrapper wall time (hyperfine), the harness times itself; see runner overhead"
+    elif md.role == "derived":
+        why = f"derived from {md.derived_from}"
+    elif len(base) < MIN_BOOTS or len(new) < MIN_BOOTS:
+        if len(base) == len(new) == 1:
+            why = "1 boot per kernel"
+        else:
+            few = [f"{len(x)} boot(s) of {v}" for v, x in ((baseline, base), (variant, new))
+                   if len(x) < MIN_BOOTS]
+            why = f"{', '.join(few)} (need {MIN_BOOTS} per kernel)"
+    elif not log and c.base_mean == 0:
+        why = "baseline mean is 0: no % change"
+    if why is None:
+        fit, model = fit_pair(base, new, log)
+        c.model = model if fit else ""
+        if fit is None:
+            why = model
+        else:
+            c.estimate, c.se, c.df, c.p = fit["estimate"], fit["se"], fit["df"], fit["p"]
+            c.pct = _to_pct(c.estimate, c)
+            c.tested = True
+    if why is not None:
+        c.reason = why
+    return c
+
+
+def apply_families(comps: list[Comparison], q: float = ALPHA) -> None:
+    """BH per (kernel, primary|secondary) family; the decisive interval at the
+    FCR-adjusted level; the flag (interval excludes 0 and beyond the floor)."""
+    fams: dict[tuple[str, str], list[Comparison]] = {}
+    for c in comps:
+        if c.tested:
+            fams.setdefault((c.variant, "primary" if c.primary else "secondary"), []).append(c)
+    for (variant, kind), fam in fams.items():
+        m = len(fam)
+        reject, qv, _, _ = multipletests([c.p for c in fam], alpha=q, method="fdr_bh")
+        r = int(np.sum(reject))
+        alpha = max(r, 1) * q / m
+        for c, qq in zip(fam, qv):
+            c.q = float(qq)
+            c.family, c.family_size = f"{variant}: {kind} ({m} test{'s' if m > 1 else ''})", m
+            c.level = 1.0 - alpha
+            c.pct = _to_pct(c.estimate, c)
+            half = float(sps.t.isf(alpha / 2, c.df)) * c.se
+            ends = sorted((_to_pct(c.estimate - half, c), _to_pct(c.estimate + half, c)))
+            c.lo, c.hi = ends
+            c.stat_significant = bool(c.lo > 0 or c.hi < 0)
+            floor = c.noise_floor_pct
+            floor_m = (math.log1p(floor / 100.0) if c.scale == "log"
+                       else floor / 100.0 * abs(c.base_mean))
+            d = mde(c.se, c.df, alpha, floor_m, POWER)
+            c.mde_pct = (100.0 * math.expm1(d) if c.scale == "log"
+                         else 100.0 * d / abs(c.base_mean))
+            above = abs(c.pct) > floor
+            c.significant = bool(c.stat_significant and above)
+            if c.significant:
+                c.direction = "better" if c.pct > 0 else "worse"
+                c.reason = (f"{c.direction}: interval excludes 0 and |change| > noise floor "
+                            f"{floor:.2f}%")
+            elif c.stat_significant:
+                c.reason = (f"below noise floor: |{c.pct:+.2f}%| <= {floor:.2f}% "
+                            "(interval excludes 0)")
+            else:
+                c.reason = ("no clear change (interval includes 0; could miss "
+                            f"\u00b1{c.mde_pct:.1f}%)")
+
+
+# ------------------------------------------------------------------ analysis
 
 @dataclass
 class Analysis:
@@ -228,6 +509,11 @@ class Analysis:
     summaries: dict[tuple[str, str, str], Summary]
     comparisons: list[Comparison]
     seed: int
+    noise: dict[tuple[str, str], VarComp] = field(default_factory=dict)
+    boots_needed: dict[tuple[str, str], dict[str, int | None]] = field(default_factory=dict)
+    primaries: dict[str, dict[str, str]] = field(default_factory=dict)
+    overhead: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
+    plan_alpha: float = ALPHA           # level of the boots-needed figures
 
     def comparison(self, workload: str, metric: str, variant: str) -> Comparison | None:
         for c in self.comparisons:
@@ -235,20 +521,62 @@ class Analysis:
                 return c
         return None
 
+    def primary_metric(self, workload: str) -> str | None:
+        return self.primaries.get(workload, {}).get("metric")
+
+    def headline(self, workload: str, variant: str) -> tuple[str, str]:
+        """(text, css class) of a kernel's verdict on a workload's primary metric."""
+        pm = self.primary_metric(workload)
+        if pm is None:
+            return "not tested: no metric", ""
+        c = self.comparison(workload, pm, variant)
+        if c is None:
+            if (workload, pm) not in self.metrics:
+                return f"not tested: primary metric {pm} not in the results", ""
+            return "not tested: no value", ""
+        if not c.tested:
+            return f"not tested: {c.reason} ({pm})", ""
+        if c.significant:
+            return (f"{c.pct:+.2f}% {c.interval()} {c.direction.upper()} ({pm})",
+                    f"sig-{c.direction}")
+        if c.stat_significant:
+            return (f"no change above the noise floor: {c.pct:+.2f}% {c.interval()} "
+                    f"(floor {c.noise_floor_pct:.2f}%, {pm})", "")
+        return (f"no clear change: {c.pct:+.2f}% {c.interval()} ({pm}; could miss "
+                f"\u00b1{c.mde_pct:.1f}%)", "")
+
     def verdict(self, workload: str) -> list[str]:
-        sig = [c for c in self.comparisons if c.workload == workload and c.significant]
-        if not sig:
-            return ["no significant difference"]
-        return [f"{c.variant} {c.pct:+.1f} % \u00b1 {c.ci_halfwidth:.1f} % ({c.metric})"
-                for c in sig]
+        """One line per kernel (primary metric), then flagged secondary metrics."""
+        if len(self.variants) < 2:
+            return ["no comparison: only one kernel"]
+        out = [f"{v} {self.headline(workload, v)[0]}" for v in self.variants[1:]]
+        for c in self.comparisons:
+            if c.workload == workload and not c.primary and c.significant:
+                out.append(f"{c.variant} {c.pct:+.2f}% {c.interval()} {c.direction.upper()} "
+                           f"({c.metric}, secondary)")
+        return out
+
+    def has_flag(self, workload: str) -> bool:
+        return any(c.significant for c in self.comparisons if c.workload == workload)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "baseline": self.baseline, "variants": self.variants, "seed": self.seed,
-            "method": __doc__.strip(),
+            "method": __doc__.strip(), "alpha": ALPHA, "power": POWER,
+            "boots_needed_alpha": self.plan_alpha,
+            "primary_metrics": self.primaries,
             "summaries": [dict(workload=k[0], metric=k[1], variant=k[2], **_clean(asdict(s)))
                           for k, s in self.summaries.items()],
-            "comparisons": [_clean(asdict(c)) for c in self.comparisons],
+            "comparisons": [dict(_clean(asdict(c)), n_boots=c.n_boots)
+                            for c in self.comparisons],
+            "noise": [dict(workload=k[0], metric=k[1], source=f"baseline {self.baseline}",
+                           role=self.metrics[k].role,
+                           **_clean(dict(asdict(vc), cov_within_pct=vc.cov_within_pct,
+                                         cov_between_pct=vc.cov_between_pct, ratio=vc.ratio,
+                                         noise_floor_pct=vc.floor_pct)),
+                           boots_needed=self.boots_needed.get(k, {}))
+                      for k, vc in self.noise.items()],
+            "runner_overhead": self.overhead,
         }
 
 
@@ -256,29 +584,59 @@ def _clean(d: dict[str, Any]) -> dict[str, Any]:
     return {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in d.items()}
 
 
+def runner_overhead(camp: Campaign) -> dict[str, dict[str, dict[str, float]]]:
+    """workload -> variant -> median wrapper time (hyperfine wall_s - harness elapsed_s)."""
+    acc: dict[str, dict[str, list[tuple[float, float]]]] = {}
+    for r in camp.ok:
+        for run in r["runs"]:
+            w, h = run.get("wall_s"), run.get("harness_elapsed_s")
+            if run["included"] and w is not None and h is not None and w > 0:
+                acc.setdefault(r["workload"], {}).setdefault(r["variant"], []).append((w, h))
+    return {wl: {v: {"median_ms": float(np.median([1e3 * (w - h) for w, h in xs])),
+                     "median_pct_of_wall": float(np.median([100 * (w - h) / w for w, h in xs])),
+                     "runs": len(xs)}
+                 for v, xs in per.items()} for wl, per in sorted(acc.items())}
+
+
 def analyse(camp: Campaign, seed: int | None = None) -> Analysis:
+    from .noise import boots_for, planning_alpha
     variants = camp.variants()
     baseline = variants[0] if variants else ""
     if seed is None:
         seeds = [r["campaign"].get("seed") for r in camp.results
                  if isinstance(r["campaign"].get("seed"), int)]
         seed = seeds[0] if seeds else 1
-    metrics = metric_samples(camp)
+    metrics = metric_data(camp, baseline)
+    blocks: dict[tuple[str, str], tuple[int, int]] = {}
+    for r in camp.results:
+        ok, bad = blocks.get((r["workload"], r["variant"]), (0, 0))
+        blocks[(r["workload"], r["variant"])] = (ok + (r["status"] == "ok"),
+                                                 bad + (r["status"] != "ok"))
     summaries: dict[tuple[str, str, str], Summary] = {}
+    noise: dict[tuple[str, str], VarComp] = {}
+    needed: dict[tuple[str, str], dict[str, int | None]] = {}
     comps: list[Comparison] = []
+    plan_alpha = planning_alpha(sum(md.role == "primary" for md in metrics.values()))
     for (wl, name), md in metrics.items():
+        allv = [x for bs in md.boots.values() for b in bs for x in b.runs]
+        log = bool(allv) and all(x > 0 for x in allv)
         for v in variants:
-            if v in md.values:
-                summaries[(wl, name, v)] = summarise(md.values[v], md.unit)
-        base = md.values.get(baseline)
-        if not base:
-            continue
+            if md.boots.get(v):
+                summaries[(wl, name, v)] = summarise([b.runs for b in md.boots[v]], log)
+        base = md.boots.get(baseline, [])
+        vc = variance_components([b.runs for b in base])
+        if base:
+            noise[(wl, name)] = vc
+            if md.tested:
+                needed[(wl, name)] = {f"{e:g}": boots_for(vc, e, alpha=plan_alpha)
+                                      for e in (1.0, 3.0)}
+        floor = noise_floor_pct(vc.cov_between_pct)
         for v in variants[1:]:
-            if v in md.values:
-                comps.append(compare(base, md.values[v], md.unit, md.better, seed=seed,
-                                     workload=wl, metric=name, variant=v, baseline=baseline))
-    apply_significance(comps)
-    return Analysis(baseline, variants, camp.workloads(), metrics, summaries, comps, seed)
+            if v in md.boots or (wl, v) in blocks or base:
+                comps.append(compare_pair(md, baseline, v, blocks, floor))
+    apply_families(comps)
+    return Analysis(baseline, variants, camp.workloads(), metrics, summaries, comps, seed,
+                    noise, needed, primary_metrics(camp), runner_overhead(camp), plan_alpha)
 
 
 # ---------------------------------------------------------------- perf counters

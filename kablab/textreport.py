@@ -9,11 +9,11 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from .fmt import finite, num, pct, trunc
-from .stats import Analysis, Summary
+from .fmt import STAT_ROWS, finite, num, pct, trunc
+from .stats import Analysis, Comparison, Summary
 
 WIDTH = 100
-LABEL = 31          # "Hmean    metric-name" column
+LABEL = 31          # "Gmean    metric-name" column
 CELL = 22           # "     812.50 (   5.82%)"
 
 
@@ -34,6 +34,16 @@ def row_change(row: str, base: Summary, new: Summary, better: str) -> float:
     return pct_change(b, v, "lower" if row in ("Stddev", "CoeffVar") else better)
 
 
+def _central_cell(an: Analysis, workload: str, metric: str, variant: str) -> str:
+    c = an.comparison(workload, metric, variant)
+    if c is None or not (c.n_boots_base and c.n_boots_new):
+        return "(    n/a )"
+    if not c.tested:
+        return "(    n/t )"
+    mark = ("*", "*") if c.significant else ("(", ")")
+    return f"{mark[0]}{c.pct:+7.2f}%{mark[1]}"
+
+
 def comparison_lines(an: Analysis, workload: str) -> list[str]:
     lines: list[str] = []
     per_chunk = max(1, (WIDTH - LABEL) // CELL)
@@ -46,7 +56,7 @@ def comparison_lines(an: Analysis, workload: str) -> list[str]:
         lines.append(" " * LABEL + "".join(trunc(v, CELL - 1).rjust(CELL) for v in cols))
         for md in metrics:
             base = an.summaries.get((workload, md.metric, an.baseline))
-            for row in ("Min", "Central", "Stddev", "CoeffVar", "Max"):
+            for row in STAT_ROWS + ("Boots",):
                 label_stat = row
                 cells = []
                 for v in cols:
@@ -54,21 +64,34 @@ def comparison_lines(an: Analysis, workload: str) -> list[str]:
                     if s is None:
                         cells.append("-".rjust(CELL))
                         continue
+                    if row == "Boots":
+                        cells.append(f"{s.n_boots:>11} {f'{s.n} runs':>10}".rjust(CELL))
+                        continue
                     if row == "Central":
                         label_stat = s.central_kind
                     value = _stat(s, row)
                     if v == an.baseline:
-                        ch, sig = 0.0, False
+                        ch = " " * 10
+                    elif row == "Central":
+                        ch = _central_cell(an, workload, md.metric, v)
                     else:
-                        ch = row_change(row, base, s, md.better) if base else float("nan")
-                        c = an.comparison(workload, md.metric, v)
-                        sig = row == "Central" and c is not None and c.significant
-                    mark = ("*", "*") if sig else ("(", ")")
-                    cells.append(f"{num(value, 11)} {mark[0]}{pct(ch)}%{mark[1]}".rjust(CELL))
+                        rc = row_change(row, base, s, md.better) if base else float("nan")
+                        ch = f"({pct(rc)}%)"
+                    cells.append(f"{num(value, 11)} {ch}".rjust(CELL))
                 label = f"{label_stat:<9}{trunc(md.metric, LABEL - 10)}"
                 lines.append(f"{label:<{LABEL}}" + "".join(cells))
         lines.append("")
     return lines
+
+
+def comparison_detail(c: Comparison) -> str:
+    head = f"  {c.variant} {c.metric} [{c.role if c.role != 'derived' else 'derived'}]: "
+    if not c.tested:
+        return head + f"not tested: {c.reason}"
+    lvl = f"{100 * c.level:.1f}%"
+    return (head + f"{c.pct:+.2f}% {c.interval()} ({lvl} interval) p {c.p:.3g} q {c.q:.3g} "
+            f"boots {c.n_boots_base}/{c.n_boots_new}, floor {c.noise_floor_pct:.2f}% -> "
+            + (c.direction.upper() if c.significant else c.reason))
 
 
 def summary_text(an: Analysis, ctx: dict[str, Any]) -> str:
@@ -78,13 +101,12 @@ def summary_text(an: Analysis, ctx: dict[str, Any]) -> str:
                      f"{camp.get('profile')}, seed {camp.get('seed')})", WIDTH))
     if ctx["tcg"]:
         out += _wrap("!! " + ctx["tcg_banner"], "   ")
-    out += _wrap(f"Baseline: {an.baseline}. Columns: value (x.xx%) = change of that "
-                 "statistic vs the baseline, positive = better (Stddev/CoeffVar: lower = "
-                 "better). Amean for times, Hmean for rates (units ending /s).")
-    out += _wrap(f"*x.xx%* = significant: bootstrap 95% CI of the % change excludes 0 AND "
-                 f"Welch's t-test p < 0.05 after Holm correction over all "
-                 f"{len(an.comparisons)} comparisons of this report. Mann-Whitney U "
-                 "(Holm-corrected) is given beside it below.")
+    out += _wrap(f"Baseline: {an.baseline}. Boots per kernel: " + ", ".join(
+        f"{v} {n}" for v, n in ctx["boots_per_kernel"].items()) + ".")
+    out += _wrap("Method: " + ctx["method_note"])
+    out += _wrap("Tables: Min/Stddev/CoeffVar/Max are over all runs, descriptive only, (x.xx%) vs "
+                 "the baseline with positive = better; Gmean is the tested quantity (geometric "
+                 "mean of per-boot geometric means), *x.xx%* = flagged, (n/t) = not tested.")
     if ctx["invalid"]:
         out.append("")
         out.append("INVALID RESULT FILES (excluded):")
@@ -96,12 +118,7 @@ def summary_text(an: Analysis, ctx: dict[str, Any]) -> str:
         if any(w == wl for (w, _) in an.metrics):
             out += comparison_lines(an, wl)
             for c in [c for c in an.comparisons if c.workload == wl]:
-                ci = (f"[{c.ci_lo:+.2f}, {c.ci_hi:+.2f}]" if finite(c.ci_lo) else "[n/a]")
-                wp = f"{c.welch_p_holm:.3g}" if finite(c.welch_p_holm) else "n/a"
-                mp = f"{c.mw_p_holm:.3g}" if finite(c.mw_p_holm) else "n/a"
-                out += _wrap(f"  {c.variant} {c.metric}: {c.pct:+.2f}% CI95 {ci} "
-                             f"Welch p(Holm) {wp}  MW p(Holm) {mp}"
-                             + ("  SIGNIFICANT" if c.significant else ""), "    ")
+                out += _wrap(comparison_detail(c), "    ")
         else:
             out.append("  no successful runs")
         out += _wrap("Verdict: " + "; ".join(an.verdict(wl)), "  ")
@@ -110,6 +127,7 @@ def summary_text(an: Analysis, ctx: dict[str, Any]) -> str:
             f = r["failure"]
             out += _wrap(f"  FAILED {r['variant']} block {r['block']} at {f['stage']}: "
                          f"{f['reason']}", "    ")
+    out += noise_lines(an, ctx)
     out.append("")
     out.append("== failed blocks ".ljust(WIDTH, "="))
     if not ctx["failed"]:
@@ -157,19 +175,48 @@ def summary_text(an: Analysis, ctx: dict[str, Any]) -> str:
     return "\n".join(line.rstrip() for line in out) + "\n"
 
 
+def noise_lines(an: Analysis, ctx: dict[str, Any]) -> list[str]:
+    out = ["", "== noise and power (baseline variance components) ".ljust(WIDTH, "=")]
+    out += _wrap("CoV within a boot and between boots, floor = smallest change flagged, boots "
+                 "per kernel to flag 1 % / 3 % with 80 % power when it is the one real change "
+                 f"among the primary metrics (alpha {an.plan_alpha:.3g}; - = not possible "
+                 "at this floor or noise unknown). Size a campaign from an A/A one with "
+                 "`python3 -m kablab.noise <campaign> --json`.")
+    out.append(f"{'workload':<20}{'metric':<22}{'role':<10}{'boots':>6}{'CoVw%':>7}{'CoVb%':>7}"
+               f"{'b/w':>6}{'floor%':>7}{'n(1%)':>7}{'n(3%)':>7}")
+    for r in ctx["noise_rows"]:
+        out.append(trunc(f"{trunc(r['workload'], 19):<20}{trunc(r['metric'], 21):<22}"
+                         f"{trunc(r['role'], 9):<10}{r['boots']:>6}{r['cov_w']:>7}"
+                         f"{r['cov_b']:>7}{r['ratio']:>6}{r['floor']:>7}{r['n1']:>7}"
+                         f"{r['n3']:>7}", WIDTH))
+    if ctx.get("overhead"):
+        out.append("")
+        out += _wrap("Runner overhead (hyperfine wall_s - harness elapsed_s, median per run; "
+                     "wall_s is the wrapper's time and is not tested):")
+        for wl, per in ctx["overhead"].items():
+            out += _wrap(f"  {wl}: " + ", ".join(
+                f"{v} {d['median_ms']:.1f} ms ({d['median_pct_of_wall']:.1f}%)"
+                for v, d in per.items()), "    ")
+    return out
+
+
 def lkp_text(an: Analysis, ctx: dict[str, Any]) -> str:
     """LKP/0-day style: one section per non-baseline kernel vs the baseline.
 
-    %change here is the raw (new - old) / old, as LKP prints it; a trailing
-    `*` marks a significant change (same rule as summary.txt).
+    %change here is the raw (new - old) / old of the tested quantity (per-boot
+    Gmean) as estimated by the model, as LKP prints it; `*` marks a flagged
+    change, n/t a comparison that was not tested (same rule as summary.txt);
+    %stddev is the CoV of the per-boot values.
     """
     out: list[str] = []
     camp = ctx["campaign"]
     out.append(trunc(f"kablab LKP-style comparison - campaign {camp.get('id')}", WIDTH))
     if ctx["tcg"]:
         out += _wrap("!! " + ctx["tcg_banner"], "   ")
-    out += _wrap("%change is raw (new - old) / old like LKP (NOT better-adjusted); "
-                 "* = significant (bootstrap CI excludes 0 and Holm-corrected Welch p < 0.05).")
+    out += _wrap("%change is raw (new - old) / old like LKP (NOT better-adjusted) of the "
+                 "per-boot geometric means; %stddev = CoV between boots; * = flagged (see "
+                 "summary.txt: interval excludes 0 and change above the noise floor); "
+                 "n/t = not tested (reason in summary.txt).")
     name_w = WIDTH - 52
     for v in an.variants[1:]:
         out.append("")
@@ -183,12 +230,14 @@ def lkp_text(an: Analysis, ctx: dict[str, Any]) -> str:
             if b is None or n is None:
                 continue
             c = an.comparison(wl, metric, v)
-            raw = (n.central - b.central) / abs(b.central) * 100 if b.central else float("nan")
+            raw = float("nan")
+            if c is not None and c.tested:
+                raw = c.pct if c.better == "higher" else -c.pct
 
             def sd(s: Summary) -> str:
-                return f"{s.coeffvar:3.0f}%" if finite(s.coeffvar) else " n/a"
+                return f"{s.cov_boot:3.0f}%" if finite(s.cov_boot) else " n/a"
             star = "*" if c is not None and c.significant else " "
-            ch = f"{raw:+.1f}%" if finite(raw) else "n/a"
+            ch = f"{raw:+.1f}%" if finite(raw) else "n/t"
             out.append(f"{num(b.central, 10)} \u00b1{sd(b)}  {ch:>9}{star} "
                        f"{num(n.central, 10)} \u00b1{sd(n)}  {trunc(f'{wl}.{metric}', name_w)}")
     return "\n".join(line.rstrip() for line in out) + "\n"

@@ -35,8 +35,12 @@ def test_text_width_at_most_100(rendered: Path) -> None:
 def test_summary_content(rendered: Path) -> None:
     s = (rendered / "summary.txt").read_text(encoding="utf-8")
     assert "Emulated CPU (TCG)" in s
-    assert re.search(r"Hmean\s+seq_mib_per_s\s+[\d.]+ \(\s+0\.00%\)\s+[\d.]+ \*\s+\d", s)
+    # the baseline column carries no change; grouped's Gmean is flagged (*+x.xx%*)
+    assert re.search(r"Gmean\s+seq_mib_per_s\s+[\d.]+\s+[\d.]+ \*\s*\+\d+\.\d\d%\*", s)
+    assert "(0.00%)" not in s
     assert "Verdict: grouped +" in s
+    assert "split4k wall_s [wrapper]: not tested: wrapper wall time" in s
+    assert "== noise and power" in s and "Method: Each boot is one sample" in s
     assert "split4k / page-fault / block 1: stage run" in s
     assert "Cannot allocate memory" in s
     lkp = (rendered / "summary-lkp.txt").read_text(encoding="utf-8")
@@ -62,7 +66,8 @@ def test_html_content(rendered: Path) -> None:
     assert html.count("<svg") >= 5                       # 4 workloads + forest plot
     assert "n/a (no PMU)" in html
     assert 'class="num sig-better"' in html and 'class="num sig-worse"' in html
-    assert "*" in html and "Holm" in html and "Mann-Whitney" in html
+    assert "*" in html and "Benjamini-Hochberg" in html and 'id="noise"' in html
+    assert "(0.00%)" not in html and "Runner overhead" in html
     assert "cost KiB" in html and "level2 splits" in html
     for prov in ("6.1.192-3", "a" * 64, "hyperfine 1.15.0", "perf version 6.1.192",
                  "Intel(R) Xeon(R) CPU E5-2680 v4", "hv1", "hv2", "vcpus=2", "rodata=full"):
@@ -78,7 +83,15 @@ def test_verdicts(rendered: Path) -> None:
     assert by[("pipe-pingpong", "rtt_p99_us", "split4k")]["pct"] < 0      # slower = worse
     assert not by[(SCRIPT, "ops_per_s", "grouped")]["significant"]
     html = (rendered / "index.html").read_text(encoding="utf-8")
-    assert re.search(r"grouped \+\d+\.\d % \u00b1 \d+\.\d % \(seq_mib_per_s\)", html)
+    assert grp["primary"] and grp["lo"] > 0 and grp["n_boots"] == 4
+    assert grp["significant"] is True and grp["reason"].startswith("better")
+    wall = by[("pipe-pingpong", "wall_s", "grouped")]
+    assert wall["significant"] is None and wall["lo"] is None
+    # the interval shown is the interval stored
+    assert re.search(r"\+\d+\.\d\d% \[\+\d+\.\d\d, \+\d+\.\d\d\] BETTER \(seq_mib_per_s\)",
+                     html)
+    cell = f"{grp['pct']:+.2f}% [{grp['lo']:+.2f}, {grp['hi']:+.2f}] BETTER (seq_mib_per_s)"
+    assert cell in html
 
 
 def test_csv_and_json_tidy(rendered: Path) -> None:
@@ -115,10 +128,10 @@ def test_truncated_result_is_named_and_excluded(campaign_raw: Path, tmp_path: Pa
     assert len(merged["invalid_files"]) == 2
     files = {r["file"] for r in merged["results"]}
     assert "results/grouped/pipe-pingpong-block0.json" not in files
-    # grouped pipe-pingpong now has only block 1 (5 runs)
+    # grouped pipe-pingpong now has blocks 1-3 (3 boots x 5 runs)
     summ = [s for s in merged["analysis"]["summaries"]
             if (s["workload"], s["metric"], s["variant"]) == ("pipe-pingpong", "wall_s", "grouped")]
-    assert summ[0]["n"] == 5
+    assert (summ[0]["n"], summ[0]["n_boots"]) == (15, 3)
 
 
 def test_cli(campaign_raw: Path, tmp_path: Path) -> None:
@@ -153,7 +166,8 @@ def test_degenerate_campaigns_render(campaign_raw: Path, tmp_path: Path) -> None
     single = tmp_path / "single"
     shutil.copytree(campaign_raw / "results" / "stock", single / "results" / "stock")
     render_campaign(load_campaign(single))
-    assert "no significant difference" in (single / "summary.txt").read_text(encoding="utf-8")
+    txt = (single / "summary.txt").read_text(encoding="utf-8")
+    assert "no comparison: only one kernel" in txt and "no significant difference" not in txt
 
 
 def test_baseline_option(campaign_raw: Path, tmp_path: Path) -> None:
