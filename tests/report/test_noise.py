@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 from pathlib import Path
 
 import pytest
 
 import make_campaign as mc
 from kablab.noise import boots_needed, boots_needed_by_metric, main
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -63,3 +67,23 @@ def test_cli_boots_for_and_text(aa: Path, capsys: pytest.CaptureFixture[str]) ->
     text = capsys.readouterr().out
     assert "time_s" in text and "CoVb%" in text
     assert main([str(aa / "nope")]) == 1
+
+
+def _inventory_blocks(*extra: str) -> subprocess.CompletedProcess:
+    return subprocess.run(["ansible", "localhost", "-m", "ansible.builtin.debug", "-a", "var=kablab_blocks",
+                           *extra], cwd=REPO, capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "ANSIBLE_NOCOLOR": "1"})
+
+
+def test_noise_from_sizes_the_campaign_through_the_inventory(aa: Path) -> None:
+    """-e kablab_noise_from=<aa campaign> raises the boots per kernel of the
+    real inventory to what the A/A noise needs for a 3 % change."""
+    need = boots_needed(aa, 3.0)
+    assert need and need > 3
+    plain = _inventory_blocks()
+    sized = _inventory_blocks("-e", f"kablab_noise_from={aa}")
+    assert plain.returncode == 0 and sized.returncode == 0, plain.stdout + sized.stdout + sized.stderr
+    assert '"kablab_blocks": "3"' in plain.stdout or '"kablab_blocks": 3' in plain.stdout, plain.stdout
+    assert f'"kablab_blocks": "{need}"' in sized.stdout or f'"kablab_blocks": {need}' in sized.stdout, sized.stdout
+    bad = _inventory_blocks("-e", f"kablab_noise_from={aa}/results")
+    assert "is not a campaign directory" in bad.stdout + bad.stderr
