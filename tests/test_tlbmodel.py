@@ -1,7 +1,10 @@
 """Tests for tlbmodel/: the TLB model's unit-test driver (synthetic traces
-with hand-computed answers, see tlbmodel/test_tlbmodel.c).
+with hand-computed answers, see tlbmodel/test_tlbmodel.c), the plugin's
+exported ABI, and that Debian's QEMU loads the plugin (without running a
+guest: -S, then quit). The booted check lives in tlbmodel/README.md.
 """
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -9,6 +12,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "tlbmodel"
+QEMU = shutil.which("qemu-system-x86_64")
 
 # Every case the driver must report; a case dropped from the driver fails here.
 CASES = [
@@ -76,3 +80,50 @@ def test_counts_json(driver):
         "cr3_writes", "cr4_writes", "invlpg", "invpcid", "pt_stores",
         "pt_invalidations", "pt_alias_flushes", "walk_faults",
         "walk_read_errors"}
+
+
+def test_plugin_exports_only_the_abi(build):
+    p = subprocess.run(["nm", "-D", "--defined-only", str(build / "libkablab-tlb.so")],
+                       capture_output=True, text=True, check=True)
+    names = sorted(ln.split()[-1] for ln in p.stdout.splitlines() if ln.strip())
+    assert names == ["qemu_plugin_install", "qemu_plugin_version"]
+
+
+def qemu(build, plugin_args, *extra):
+    return subprocess.run(
+        ["nice", "-n", "19", QEMU, "-accel", "tcg", "-m", "128", "-display", "none",
+         "-net", "none", "-S", "-monitor", "stdio", *extra,
+         "-plugin", f"{build / 'libkablab-tlb.so'},{plugin_args}"],
+        input="quit\n", capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.skipif(not QEMU, reason="qemu-system-x86_64 not installed")
+def test_qemu_loads_plugin_and_writes_params_and_total(build, tmp_path):
+    out = tmp_path / "tlb.jsonl"
+    p = qemu(build, f"root=0x2000,levels=4,l1d_4k=64:4,out={out}",
+             "-object", "memory-backend-memfd,id=ram0,size=128M,share=on",
+             "-machine", "pc,memory-backend=ram0")
+    assert p.returncode == 0, p.stderr
+    recs = [json.loads(ln) for ln in out.read_text().splitlines()]
+    assert [r["type"] for r in recs] == ["params", "total"]
+    params, total = recs
+    assert params["core"] == "custom"
+    assert params["tlb"]["l1d"]["4k"] == [64, 4]
+    assert params["root"] == "0x2000"
+    assert params["marker"] == "0x6b61626c0000"
+    assert total["ram"] == "memfd"       # the backend mapping was found
+    assert total["runs"] == 0
+
+
+@pytest.mark.skipif(not QEMU, reason="qemu-system-x86_64 not installed")
+@pytest.mark.parametrize("args,message", [
+    ("out=/dev/null", "root=<phys of init_top_pgt>"),
+    ("root=none,l1d_4k=7:2", "l1d_4k: entries must be a multiple"),
+    ("root=none,l9_4k=1:1", "bad argument 'l9_4k=1:1'"),
+    ("root=none,levels=3", "bad argument 'levels=3'"),
+    ("root=none,marker=0x1234", "bad argument 'marker=0x1234'"),
+])
+def test_qemu_refuses_bad_arguments(build, args, message):
+    p = qemu(build, args)
+    assert p.returncode != 0
+    assert message in p.stderr
