@@ -6,7 +6,7 @@
  *   qemu-system-x86_64 -accel tcg ... \
  *     -object memory-backend-memfd,id=ram0,size=2G,share=on \
  *     -machine pc,memory-backend=ram0 \
- *     -plugin ./libkablab-tlb.so,root=0x2a0a000,out=tlb.jsonl
+ *     -plugin ./libkablab-tlb.so,root=0x1c0a000,out=tlb.jsonl
  *
  * ABI v1 cannot read guest registers or memory, so the plugin reads guest
  * RAM from QEMU's own mapping of the memfd backend (found in
