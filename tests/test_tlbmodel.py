@@ -1,0 +1,129 @@
+"""Tests for tlbmodel/: the TLB model's unit-test driver (synthetic traces
+with hand-computed answers, see tlbmodel/test_tlbmodel.c), the plugin's
+exported ABI, and that Debian's QEMU loads the plugin (without running a
+guest: -S, then quit). The booted check lives in tlbmodel/README.md.
+"""
+import json
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SRC = ROOT / "tlbmodel"
+QEMU = shutil.which("qemu-system-x86_64")
+
+# Every case the driver must report; a case dropped from the driver fails here.
+CASES = [
+    "walk_4k_2m_1g", "walk_absent_and_errors", "walk_5level", "lru_order",
+    "set_assoc_eviction", "capacity_per_size", "stlb", "splinter_1g",
+    "shared_array", "global_survives_cr3", "split_store", "invlpg",
+    "walk_faults_counted", "decode", "config", "watch_table", "watch_alias",
+    "stats_json",
+]
+
+
+@pytest.fixture(scope="module")
+def build(tmp_path_factory):
+    out = tmp_path_factory.mktemp("tlbmodel-build")
+    p = subprocess.run(["nice", "make", "-C", str(SRC), f"BUILD={out}"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stdout + p.stderr
+    assert "warning" not in (p.stdout + p.stderr).lower()
+    return out
+
+
+@pytest.fixture(scope="module")
+def driver(build):
+    p = subprocess.run([str(build / "test_tlbmodel")], capture_output=True,
+                       text=True, timeout=60)
+    return p
+
+
+def json_line(output, name):
+    prefix = f"json {name} "
+    lines = [ln[len(prefix):] for ln in output.splitlines() if ln.startswith(prefix)]
+    assert len(lines) == 1, output
+    return json.loads(lines[0])
+
+
+def test_driver_passes_every_case(driver):
+    assert driver.returncode == 0, driver.stdout + driver.stderr
+    oks = {ln[3:] for ln in driver.stdout.splitlines() if ln.startswith("ok ")}
+    assert oks == set(CASES), driver.stdout
+    assert f"{len(CASES)} tests, 0 failed" in driver.stdout
+
+
+def test_default_core_is_golden_cove(driver):
+    cfg = json_line(driver.stdout, "config")
+    assert cfg == {
+        "l1d": {"4k": [96, 6], "2m": [32, 4], "1g": [8, 8]},
+        "l1i": {"4k": [256, 8], "2m": [32, 8], "1g": [0, 0]},
+        "l2": {"4k": [2048, 16], "2m": "4k", "1g": [1024, 8]},
+    }
+
+
+def test_counts_json(driver):
+    # test_stats_json: kernel data 3 x one 2M page, 2 fetches from a 4k
+    # kernel page, one user access, one CR3 write.
+    s = json_line(driver.stdout, "stats")
+    assert set(s) == {"kernel", "user", "events"}
+    k = s["kernel"]
+    assert k["insns"] == 2
+    assert k["dtlb"]["2m"] == {"acc": 3, "l1_miss": 1, "walks": 1}
+    assert k["itlb"]["4k"] == {"acc": 2, "l1_miss": 1, "walks": 1}
+    assert s["user"]["dtlb"]["4k"] == {"acc": 1, "l1_miss": 1, "walks": 1}
+    assert s["user"]["insns"] == 0
+    assert s["events"]["cr3_writes"] == 1
+    assert set(s["events"]) == {
+        "cr3_writes", "cr4_writes", "invlpg", "invpcid", "pt_stores",
+        "pt_invalidations", "pt_alias_flushes", "walk_faults",
+        "walk_read_errors"}
+
+
+def test_plugin_exports_only_the_abi(build):
+    p = subprocess.run(["nm", "-D", "--defined-only", str(build / "libkablab-tlb.so")],
+                       capture_output=True, text=True, check=True)
+    names = sorted(ln.split()[-1] for ln in p.stdout.splitlines() if ln.strip())
+    assert names == ["qemu_plugin_install", "qemu_plugin_version"]
+
+
+def qemu(build, plugin_args, *extra):
+    return subprocess.run(
+        ["nice", "-n", "19", QEMU, "-accel", "tcg", "-m", "128", "-display", "none",
+         "-net", "none", "-S", "-monitor", "stdio", *extra,
+         "-plugin", f"{build / 'libkablab-tlb.so'},{plugin_args}"],
+        input="quit\n", capture_output=True, text=True, timeout=60)
+
+
+@pytest.mark.skipif(not QEMU, reason="qemu-system-x86_64 not installed")
+def test_qemu_loads_plugin_and_writes_params_and_total(build, tmp_path):
+    out = tmp_path / "tlb.jsonl"
+    p = qemu(build, f"root=0x2000,levels=4,l1d_4k=64:4,out={out}",
+             "-object", "memory-backend-memfd,id=ram0,size=128M,share=on",
+             "-machine", "pc,memory-backend=ram0")
+    assert p.returncode == 0, p.stderr
+    recs = [json.loads(ln) for ln in out.read_text().splitlines()]
+    assert [r["type"] for r in recs] == ["params", "total"]
+    params, total = recs
+    assert params["core"] == "custom"
+    assert params["tlb"]["l1d"]["4k"] == [64, 4]
+    assert params["root"] == "0x2000"
+    assert params["marker"] == "0x6b61626c0000"
+    assert total["ram"] == "memfd"       # the backend mapping was found
+    assert total["runs"] == 0
+
+
+@pytest.mark.skipif(not QEMU, reason="qemu-system-x86_64 not installed")
+@pytest.mark.parametrize("args,message", [
+    ("out=/dev/null", "root=<phys of init_top_pgt>"),
+    ("root=none,l1d_4k=7:2", "l1d_4k: entries must be a multiple"),
+    ("root=none,l9_4k=1:1", "bad argument 'l9_4k=1:1'"),
+    ("root=none,levels=3", "bad argument 'levels=3'"),
+    ("root=none,marker=0x1234", "bad argument 'marker=0x1234'"),
+])
+def test_qemu_refuses_bad_arguments(build, args, message):
+    p = qemu(build, args)
+    assert p.returncode != 0
+    assert message in p.stderr

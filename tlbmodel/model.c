@@ -1,0 +1,424 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * The TLB hierarchy of every vCPU, lookups, fills, flushes and coherence.
+ *
+ * An access looks up its L1 (dTLB for data, iTLB for fetches); on a miss
+ * the STLB; on a miss there a walk fills the STLB and then the L1, as on
+ * Intel cores. Replacement is true LRU per set: every hit or fill stamps
+ * the entry with a per-TLB clock and the victim is an invalid way or the
+ * smallest stamp.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tlbmodel.h"
+
+static const int psize_shift[TLBM_NPSIZE] = { 12, 21, 30 };
+
+const char *const tlbm_event_name[TLBM_NEV] = {
+	"cr3_writes", "cr4_writes", "invlpg", "invpcid", "pt_stores",
+	"pt_invalidations", "pt_alias_flushes", "walk_faults",
+	"walk_read_errors",
+};
+
+static int tlb_init(struct tlbm_tlb *t, const struct tlbm_array_cfg *cfg)
+{
+	memset(t, 0, sizeof(*t));
+	for (int s = 0; s < TLBM_NPSIZE; s++) {
+		const struct tlbm_array_cfg *a = &cfg[s];
+
+		t->home[s] = a->share >= 0 ? a->share : a->entries ? s : -1;
+	}
+	for (int s = 0; s < TLBM_NPSIZE; s++) {
+		struct tlbm_array *a = &t->arr[s];
+
+		if (t->home[s] >= 0)
+			t->arr[t->home[s]].sizes |= 1u << s;
+		if (cfg[s].share >= 0 || !cfg[s].entries)
+			continue;
+		a->ways = cfg[s].ways;
+		a->sets = cfg[s].entries / cfg[s].ways;
+		a->e = calloc(cfg[s].entries, sizeof(*a->e));
+		if (!a->e)
+			return -1;
+	}
+	return 0;
+}
+
+static void tlb_fini(struct tlbm_tlb *t)
+{
+	for (int s = 0; s < TLBM_NPSIZE; s++)
+		free(t->arr[s].e);
+}
+
+static struct tlbm_entry *set_of(struct tlbm_array *a, uint64_t vpn)
+{
+	return a->e + (size_t)(vpn % a->sets) * a->ways;
+}
+
+static struct tlbm_entry *probe(struct tlbm_array *a, int s, uint64_t vpn)
+{
+	struct tlbm_entry *e = set_of(a, vpn);
+
+	for (uint32_t w = 0; w < a->ways; w++)
+		if (e[w].valid && e[w].esize == s && e[w].vpn == vpn)
+			return &e[w];
+	return NULL;
+}
+
+static struct tlbm_entry *tlb_lookup(struct tlbm_tlb *t, uint64_t va)
+{
+	for (int s = 0; s < TLBM_NPSIZE; s++) {
+		struct tlbm_entry *e;
+
+		if (t->home[s] < 0)
+			continue;
+		e = probe(&t->arr[t->home[s]], s, va >> psize_shift[s]);
+		if (e) {
+			e->stamp = ++t->clock;
+			return e;
+		}
+	}
+	return NULL;
+}
+
+static struct tlbm_entry *victim(struct tlbm_array *a, uint64_t vpn)
+{
+	struct tlbm_entry *e = set_of(a, vpn), *v = &e[0];
+
+	for (uint32_t w = 0; w < a->ways; w++) {
+		if (!e[w].valid)
+			return &e[w];
+		if (e[w].stamp < v->stamp)
+			v = &e[w];
+	}
+	return v;
+}
+
+/* A size the level does not cache is splintered into a smaller entry. */
+static void tlb_fill(struct tlbm_tlb *t, uint64_t va, int psize, bool global)
+{
+	int s = psize;
+	struct tlbm_entry *e;
+	uint64_t vpn;
+
+	while (s >= 0 && t->home[s] < 0)
+		s--;
+	if (s < 0)
+		return;
+	vpn = va >> psize_shift[s];
+	e = victim(&t->arr[t->home[s]], vpn);
+	*e = (struct tlbm_entry){ .vpn = vpn, .stamp = ++t->clock, .valid = 1,
+				  .global = global, .esize = (uint8_t)s,
+				  .psize = (uint8_t)psize };
+}
+
+static void tlb_flush(struct tlbm_tlb *t, bool keep_global)
+{
+	for (int i = 0; i < TLBM_NPSIZE; i++) {
+		struct tlbm_array *a = &t->arr[i];
+
+		for (size_t k = 0; k < (size_t)a->sets * a->ways; k++)
+			if (!(keep_global && a->e[k].global))
+				a->e[k].valid = 0;
+	}
+}
+
+static void inval_vpns(struct tlbm_array *a, int s, uint64_t v0, uint64_t v1)
+{
+	if (v1 - v0 < a->sets) {	/* few pages: probe their sets */
+		for (uint64_t v = v0;; v++) {
+			struct tlbm_entry *e = probe(a, s, v);
+
+			if (e)
+				e->valid = 0;
+			if (v == v1)
+				break;
+		}
+		return;
+	}
+	for (size_t k = 0; k < (size_t)a->sets * a->ways; k++) {
+		struct tlbm_entry *e = &a->e[k];
+
+		if (e->valid && e->esize == s && e->vpn >= v0 && e->vpn <= v1)
+			e->valid = 0;
+	}
+}
+
+/* Drop every entry overlapping [first, last], global or not. */
+static void tlb_inval(struct tlbm_tlb *t, uint64_t first, uint64_t last)
+{
+	for (int s = 0; s < TLBM_NPSIZE; s++)
+		if (t->home[s] >= 0)
+			inval_vpns(&t->arr[t->home[s]], s,
+				   first >> psize_shift[s],
+				   last >> psize_shift[s]);
+}
+
+int tlbm_init(struct tlbm *m, const struct tlbm_config *cfg,
+	      unsigned int ncpu, int levels, bool have_root, uint64_t kroot,
+	      tlbm_read_fn rd, void *ctx)
+{
+	memset(m, 0, sizeof(*m));
+	m->cfg = *cfg;
+	m->levels = levels;
+	m->have_root = have_root;
+	m->kroot = kroot;
+	m->read = rd;
+	m->read_ctx = ctx;
+	m->cpu = calloc(ncpu, sizeof(*m->cpu));
+	if (!m->cpu)
+		return -1;
+	m->ncpu = ncpu;
+	for (unsigned int c = 0; c < ncpu; c++)
+		for (int lv = 0; lv < TLBM_NLEVEL; lv++)
+			if (tlb_init(&m->cpu[c].tlb[lv], cfg->a[lv]))
+				return -1;
+	return 0;
+}
+
+void tlbm_fini(struct tlbm *m)
+{
+	for (unsigned int c = 0; c < m->ncpu; c++)
+		for (int lv = 0; lv < TLBM_NLEVEL; lv++)
+			tlb_fini(&m->cpu[c].tlb[lv]);
+	free(m->cpu);
+	free(m->watch.t);
+	memset(m, 0, sizeof(*m));
+}
+
+/* The va a table's entry 0 maps: va with the table's index bits cleared. */
+static uint64_t table_base(uint64_t va, int level)
+{
+	return va & ~((1ull << (12 + 9 * level)) - 1);
+}
+
+static void watch_walk(struct tlbm *m, uint64_t va, const struct tlbm_walk *w)
+{
+	for (int i = 0; i < w->ntables; i++)
+		tlbm_watch_add(&m->watch, w->t[i].pa >> 12, w->t[i].level,
+			       table_base(va, w->t[i].level), w->t[i].idx);
+}
+
+/* Kernel: the guest's tables from the kernel root. User: 4k, see README. */
+static void translate(struct tlbm *m, uint64_t va, int *psize, bool *global)
+{
+	struct tlbm_walk w;
+
+	*psize = TLBM_4K;
+	*global = false;
+	if (tlbm_mode_of(va) == TLBM_USER)
+		return;
+	if (!m->have_root) {
+		m->st.ev[TLBM_EV_WALK_FAULT]++;
+		return;
+	}
+	tlbm_walk(m->read, m->read_ctx, m->kroot, m->levels, va, &w);
+	watch_walk(m, va, &w);
+	if (w.read_error) {
+		m->st.ev[TLBM_EV_WALK_ERROR]++;
+	} else if (!w.present) {
+		m->st.ev[TLBM_EV_WALK_FAULT]++;
+	} else {
+		*psize = w.psize;
+		*global = w.global;
+	}
+}
+
+/*
+ * n accesses to va's page in a row: one lookup, the n-1 others hit the
+ * entry it left most recently used (they cannot change any LRU order).
+ */
+void tlbm_access(struct tlbm *m, unsigned int cpu, uint64_t va,
+		 enum tlbm_kind kind, uint64_t n)
+{
+	struct tlbm_cpu *c = &m->cpu[cpu];
+	struct tlbm_tlb *l1 = &c->tlb[kind == TLBM_DATA ? TLBM_L1D : TLBM_L1I];
+	struct tlbm_counts *k = m->st.c[tlbm_mode_of(va)][kind];
+	struct tlbm_entry *e = tlb_lookup(l1, va);
+	bool global;
+	int psize;
+
+	if (e) {
+		k[e->psize].acc += n;
+		return;
+	}
+	e = tlb_lookup(&c->tlb[TLBM_L2], va);
+	if (e) {
+		psize = e->psize;
+		global = e->global;
+	} else {
+		translate(m, va, &psize, &global);
+		tlb_fill(&c->tlb[TLBM_L2], va, psize, global);
+		k[psize].walks++;
+	}
+	tlb_fill(l1, va, psize, global);
+	k[psize].l1_miss++;
+	k[psize].acc += n;
+}
+
+void tlbm_insns(struct tlbm *m, uint64_t va, uint64_t n)
+{
+	m->st.insns[tlbm_mode_of(va)] += n;
+}
+
+static void flush_cpu(struct tlbm *m, unsigned int cpu, bool keep_global)
+{
+	for (int lv = 0; lv < TLBM_NLEVEL; lv++)
+		tlb_flush(&m->cpu[cpu].tlb[lv], keep_global);
+}
+
+static void inval_all_cpus(struct tlbm *m, uint64_t first, uint64_t last)
+{
+	for (unsigned int c = 0; c < m->ncpu; c++)
+		for (int lv = 0; lv < TLBM_NLEVEL; lv++)
+			tlb_inval(&m->cpu[c].tlb[lv], first, last);
+}
+
+static void store_slot(struct tlbm *m, struct tlbm_watch_ent *w,
+		       unsigned int slot)
+{
+	uint64_t span = 1ull << (12 + 9 * (w->level - 1));
+	uint64_t first = w->base + slot * span;
+
+	w->bits[slot / 64] &= ~(1ull << (slot % 64));
+	if (w->alias) {		/* derived ranges unknown: drop everything */
+		m->st.ev[TLBM_EV_ALIAS_FLUSH]++;
+		for (unsigned int c = 0; c < m->ncpu; c++)
+			flush_cpu(m, c, false);
+		return;
+	}
+	m->st.ev[TLBM_EV_PT_INVAL]++;
+	inval_all_cpus(m, first, first + span - 1);
+}
+
+static bool watch_empty(const struct tlbm_watch_ent *w)
+{
+	for (int i = 0; i < 8; i++)
+		if (w->bits[i])
+			return false;
+	return true;
+}
+
+/*
+ * A guest store reached physical address pa. If it wrote an entry of a
+ * page-table page some cached translation was derived from, drop that
+ * translation everywhere: the kernel always flushes after changing a
+ * present entry, and the flush it uses (invlpg) is invisible to ABI v1.
+ */
+void tlbm_store(struct tlbm *m, uint64_t pa, unsigned int len)
+{
+	uint64_t end = pa + (len ? len : 1) - 1;
+	struct tlbm_watch_ent *w;
+
+	if ((pa >> 12) != (end >> 12)) {	/* crosses a page */
+		tlbm_store(m, (end & ~0xfffull), (unsigned int)(end & 0xfff) + 1);
+		end = pa | 0xfff;
+	}
+	w = tlbm_watch_find(&m->watch, pa >> 12);
+	if (!w)
+		return;
+	m->st.ev[TLBM_EV_PT_STORE]++;
+	for (unsigned int s = (pa & 0xfff) >> 3; s <= (end & 0xfff) >> 3; s++)
+		if (w->bits[s / 64] & (1ull << (s % 64)))
+			store_slot(m, w, s);
+	if (watch_empty(w))
+		tlbm_watch_del(&m->watch, w);
+}
+
+void tlbm_flush_insn(struct tlbm *m, unsigned int cpu, enum tlbm_flush f)
+{
+	switch (f) {
+	case TLBM_FLUSH_CR3:
+		m->st.ev[TLBM_EV_CR3]++;
+		flush_cpu(m, cpu, true);
+		break;
+	case TLBM_FLUSH_CR4:
+		m->st.ev[TLBM_EV_CR4]++;
+		flush_cpu(m, cpu, false);
+		break;
+	case TLBM_FLUSH_INVPCID:
+		m->st.ev[TLBM_EV_INVPCID]++;
+		flush_cpu(m, cpu, false);
+		break;
+	case TLBM_FLUSH_INVLPG:
+		m->st.ev[TLBM_EV_INVLPG]++;
+		break;
+	case TLBM_FLUSH_NONE:
+		break;
+	}
+}
+
+void tlbm_invlpg(struct tlbm *m, unsigned int cpu, uint64_t va)
+{
+	for (int lv = 0; lv < TLBM_NLEVEL; lv++)
+		tlb_inval(&m->cpu[cpu].tlb[lv], va, va);
+}
+
+/* For tests: is va cached at this level, and with which mapping size? */
+bool tlbm_present(struct tlbm *m, unsigned int cpu, enum tlbm_level lv,
+		  uint64_t va, enum tlbm_psize *psize)
+{
+	struct tlbm_tlb *t = &m->cpu[cpu].tlb[lv];
+
+	for (int s = 0; s < TLBM_NPSIZE; s++) {
+		struct tlbm_entry *e;
+
+		if (t->home[s] < 0)
+			continue;
+		e = probe(&t->arr[t->home[s]], s, va >> psize_shift[s]);
+		if (e) {
+			if (psize)
+				*psize = (enum tlbm_psize)e->psize;
+			return true;
+		}
+	}
+	return false;
+}
+
+void tlbm_stats_sub(struct tlbm_stats *d, const struct tlbm_stats *a,
+		    const struct tlbm_stats *b)
+{
+	const uint64_t *x = (const uint64_t *)a, *y = (const uint64_t *)b;
+	uint64_t *z = (uint64_t *)d;
+
+	_Static_assert(sizeof(*d) % sizeof(uint64_t) == 0, "u64 fields only");
+	for (size_t i = 0; i < sizeof(*d) / sizeof(uint64_t); i++)
+		z[i] = x[i] - y[i];
+}
+
+static void counts_json(const struct tlbm_counts *c, FILE *f)
+{
+	fputc('{', f);
+	for (int s = 0; s < TLBM_NPSIZE; s++)
+		fprintf(f, "%s\"%s\":{\"acc\":%llu,\"l1_miss\":%llu,"
+			"\"walks\":%llu}", s ? "," : "", tlbm_psize_name[s],
+			(unsigned long long)c[s].acc,
+			(unsigned long long)c[s].l1_miss,
+			(unsigned long long)c[s].walks);
+	fputc('}', f);
+}
+
+/*
+ * {"kernel":{"insns":N,"dtlb":{"4k":{...},"2m":{...},"1g":{...}},
+ *  "itlb":{...}},"user":{...},"events":{...}}
+ */
+void tlbm_stats_json(const struct tlbm_stats *s, FILE *f)
+{
+	static const char *const mode[] = { "kernel", "user" };
+
+	fputc('{', f);
+	for (int md = 0; md < TLBM_NMODE; md++) {
+		fprintf(f, "%s\"%s\":{\"insns\":%llu,\"dtlb\":", md ? "," : "",
+			mode[md], (unsigned long long)s->insns[md]);
+		counts_json(s->c[md][TLBM_DATA], f);
+		fputs(",\"itlb\":", f);
+		counts_json(s->c[md][TLBM_INSN], f);
+		fputc('}', f);
+	}
+	fputs(",\"events\":{", f);
+	for (int i = 0; i < TLBM_NEV; i++)
+		fprintf(f, "%s\"%s\":%llu", i ? "," : "", tlbm_event_name[i],
+			(unsigned long long)s->ev[i]);
+	fputs("}}", f);
+}

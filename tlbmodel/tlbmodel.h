@@ -1,0 +1,195 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * tlbmodel: a deterministic x86-64 TLB model, no QEMU dependency.
+ *
+ * Per vCPU: an L1 dTLB, an L1 iTLB and a second-level TLB (STLB) shared by
+ * both, each built from one set-associative LRU array per page size (an
+ * array may be shared by several sizes, as Intel's STLB shares 4k and 2M).
+ * A miss in both levels is a page walk: kernel addresses are walked in the
+ * guest's own page tables through a physical-memory reader callback, user
+ * addresses are 4k (see README.md, "User space").
+ *
+ * The model stays coherent with the guest by watching the page-table pages
+ * its walks read: a store to an entry a translation was derived from
+ * invalidates that translation's range on every vCPU (tlbm_store()).
+ */
+#ifndef TLBMODEL_H
+#define TLBMODEL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+enum tlbm_psize { TLBM_4K, TLBM_2M, TLBM_1G, TLBM_NPSIZE };
+enum tlbm_mode { TLBM_KERNEL, TLBM_USER, TLBM_NMODE };
+enum tlbm_kind { TLBM_DATA, TLBM_INSN, TLBM_NKIND };
+enum tlbm_level { TLBM_L1D, TLBM_L1I, TLBM_L2, TLBM_NLEVEL };
+
+/* TLB-maintenance instructions recognised from their bytes */
+enum tlbm_flush {
+	TLBM_FLUSH_NONE,
+	TLBM_FLUSH_CR3,		/* mov to CR3: drop non-global entries */
+	TLBM_FLUSH_CR4,		/* mov to CR4: may toggle PGE, drop all */
+	TLBM_FLUSH_INVLPG,	/* invlpg m: one page, address not visible */
+	TLBM_FLUSH_INVPCID,	/* invpcid: type not visible, drop all */
+};
+
+enum tlbm_event {
+	TLBM_EV_CR3,		/* CR3 writes executed */
+	TLBM_EV_CR4,		/* CR4 writes executed */
+	TLBM_EV_INVLPG,		/* invlpg executed (counted, see README) */
+	TLBM_EV_INVPCID,	/* invpcid executed */
+	TLBM_EV_PT_STORE,	/* stores to watched page-table pages */
+	TLBM_EV_PT_INVAL,	/* ... that invalidated a derived range */
+	TLBM_EV_ALIAS_FLUSH,	/* ... to a page reached two ways: full flush */
+	TLBM_EV_WALK_FAULT,	/* kernel walks that found no mapping */
+	TLBM_EV_WALK_ERROR,	/* kernel walks that could not read memory */
+	TLBM_NEV,
+};
+
+extern const char *const tlbm_psize_name[TLBM_NPSIZE];
+extern const char *const tlbm_level_name[TLBM_NLEVEL];
+extern const char *const tlbm_event_name[TLBM_NEV];
+
+/*
+ * One array of a level. entries == 0 and share < 0: this level does not
+ * cache the size, translations of it are splintered into the largest
+ * smaller size the level has (as both Intel and AMD do for 1G pages in
+ * some structures). share >= 0: entries of this size live in the array of
+ * size 'share' (entries/ways are then unused).
+ */
+struct tlbm_array_cfg {
+	uint32_t entries;
+	uint32_t ways;
+	int8_t share;
+};
+
+struct tlbm_config {
+	struct tlbm_array_cfg a[TLBM_NLEVEL][TLBM_NPSIZE];
+	bool custom;		/* overridden from the default core */
+};
+
+void tlbm_config_default(struct tlbm_config *c);
+int tlbm_config_set(struct tlbm_config *c, const char *key, const char *val);
+int tlbm_config_check(const struct tlbm_config *c, char *err, size_t n);
+void tlbm_config_json(const struct tlbm_config *c, FILE *f);
+
+/* Guest-physical memory reader: 0 on success, -1 outside guest RAM. */
+typedef int (*tlbm_read_fn)(void *ctx, uint64_t pa, uint64_t *val);
+
+#define TLBM_MAX_LEVELS 5
+
+struct tlbm_walk {
+	bool present;
+	bool global;
+	bool read_error;
+	enum tlbm_psize psize;
+	uint64_t pa;			/* physical base of the page */
+	int ntables;			/* page-table pages read, root first */
+	struct {
+		uint64_t pa;		/* of the table page */
+		int level;		/* 5..1, 1 = PTE table */
+		unsigned int idx;	/* entry used */
+	} t[TLBM_MAX_LEVELS];
+};
+
+int tlbm_walk(tlbm_read_fn rd, void *ctx, uint64_t root, int levels,
+	      uint64_t va, struct tlbm_walk *w);
+
+enum tlbm_flush tlbm_decode_flush(const uint8_t *b, size_t n);
+
+/* TLB arrays */
+struct tlbm_entry {
+	uint64_t vpn;		/* va >> entry size shift */
+	uint64_t stamp;		/* LRU: larger = more recent */
+	uint8_t valid, global;
+	uint8_t esize;		/* size the entry is tagged with */
+	uint8_t psize;		/* guest mapping size it came from */
+};
+
+struct tlbm_array {
+	uint32_t sets, ways;
+	uint8_t sizes;		/* bitmask of entry sizes held */
+	struct tlbm_entry *e;
+};
+
+struct tlbm_tlb {
+	struct tlbm_array arr[TLBM_NPSIZE];
+	int8_t home[TLBM_NPSIZE];	/* array for entries of a size, or -1 */
+	uint64_t clock;
+};
+
+/* Counters. Every field is a uint64_t so runs can be diffed as arrays. */
+struct tlbm_counts {
+	uint64_t acc;		/* translations looked up */
+	uint64_t l1_miss;	/* missed the L1 (d or i) TLB */
+	uint64_t walks;		/* missed the STLB too: page walks */
+};
+
+struct tlbm_stats {
+	struct tlbm_counts c[TLBM_NMODE][TLBM_NKIND][TLBM_NPSIZE];
+	uint64_t insns[TLBM_NMODE];
+	uint64_t ev[TLBM_NEV];
+};
+
+void tlbm_stats_sub(struct tlbm_stats *d, const struct tlbm_stats *a,
+		    const struct tlbm_stats *b);
+void tlbm_stats_json(const struct tlbm_stats *s, FILE *f);
+
+/* Page-table pages the walker read, keyed by page frame number */
+struct tlbm_watch_ent {
+	uint64_t key;		/* pfn + 1, 0 = empty slot */
+	uint64_t base;		/* va the table's entry 0 maps */
+	uint64_t bits[8];	/* entries translations were derived from */
+	uint8_t level;
+	uint8_t alias;		/* also reached at another level/base */
+};
+
+struct tlbm_watch {
+	struct tlbm_watch_ent *t;
+	size_t cap, n;
+};
+
+struct tlbm_watch_ent *tlbm_watch_find(struct tlbm_watch *w, uint64_t pfn);
+int tlbm_watch_add(struct tlbm_watch *w, uint64_t pfn, int level,
+		   uint64_t base, unsigned int idx);
+void tlbm_watch_del(struct tlbm_watch *w, struct tlbm_watch_ent *e);
+
+struct tlbm_cpu {
+	struct tlbm_tlb tlb[TLBM_NLEVEL];
+};
+
+struct tlbm {
+	struct tlbm_config cfg;
+	unsigned int ncpu;
+	struct tlbm_cpu *cpu;
+	tlbm_read_fn read;
+	void *read_ctx;
+	bool have_root;
+	uint64_t kroot;
+	int levels;
+	struct tlbm_watch watch;
+	struct tlbm_stats st;
+};
+
+int tlbm_init(struct tlbm *m, const struct tlbm_config *cfg,
+	      unsigned int ncpu, int levels, bool have_root, uint64_t kroot,
+	      tlbm_read_fn rd, void *ctx);
+void tlbm_fini(struct tlbm *m);
+
+static inline enum tlbm_mode tlbm_mode_of(uint64_t va)
+{
+	return (va >> 63) ? TLBM_KERNEL : TLBM_USER;
+}
+
+void tlbm_access(struct tlbm *m, unsigned int cpu, uint64_t va,
+		 enum tlbm_kind kind, uint64_t n);
+void tlbm_insns(struct tlbm *m, uint64_t va, uint64_t n);
+void tlbm_store(struct tlbm *m, uint64_t pa, unsigned int len);
+void tlbm_flush_insn(struct tlbm *m, unsigned int cpu, enum tlbm_flush f);
+void tlbm_invlpg(struct tlbm *m, unsigned int cpu, uint64_t va);
+bool tlbm_present(struct tlbm *m, unsigned int cpu, enum tlbm_level lv,
+		  uint64_t va, enum tlbm_psize *psize);
+
+#endif
