@@ -51,7 +51,7 @@ test: setup lint
 
 # The inner loop (under two minutes): lint and the tests that need no
 # kernel, guest or libvirt.
-FAST_TESTS := tests/unit tests/report tests/test_workloads.py tests/test_security.py
+FAST_TESTS := tests/unit tests/report tests/test_workloads.py tests/test_security.py tests/test_tlbmodel.py
 check: lint
 	$(PYTHON) -m pytest -q $(PYTEST_ARGS) $(FAST_TESTS)
 
