@@ -1,6 +1,6 @@
 """Turn one raw run directory into one schema-valid result file.
 
-    python3 -m kablab.collect RAW_DIR OUT.json
+    python3 -m kablab.collect RAW_DIR OUT.json [--meta JSON] [--stream < guest-runner-output]
 
 Rules:
 * perf `<not supported>` / `<not counted>` -> value null, supported false (never 0);
@@ -24,7 +24,7 @@ from . import __version__
 from .rawparse import (directmap_state, parse_harness_jsonl, parse_hyperfine, parse_meminfo,
                        parse_perf_csv, parse_runner_exit_codes, parse_vmstat)
 from .rawframe import FrameError, unpack
-from .util import atomic_write_json, tail, validation_errors
+from .util import atomic_write_bytes, atomic_write_json, tail, validation_errors
 
 REQUIRED_OK_FILES = ("hyperfine.json", "perf.csv", "harness.jsonl", "meminfo.before",
                      "meminfo.after", "vmstat.before", "vmstat.after")
@@ -335,9 +335,18 @@ def main(argv: list[str] | None = None) -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("raw_dir", help="raw run directory (design.md)")
     ap.add_argument("out", help="result JSON to write (atomically)")
+    ap.add_argument("--meta", metavar="JSON",
+                    help="write this provenance as RAW_DIR/meta.json first (atomically)")
+    ap.add_argument("--stream", action="store_true",
+                    help=f"save standard input (the guest runner's output) as RAW_DIR/{FRAMES} first")
     args = ap.parse_args(argv)
     try:
-        doc = collect_to(args.raw_dir, args.out)
+        raw = Path(args.raw_dir)
+        if args.meta is not None:
+            atomic_write_json(raw / "meta.json", json.loads(args.meta))
+        if args.stream:
+            atomic_write_bytes(raw / FRAMES, sys.stdin.buffer.read())
+        doc = collect_to(raw, args.out)
     except (CollectError, ValueError, OSError) as e:
         print(f"kablab.collect: error: {e}", file=sys.stderr)
         return 1
