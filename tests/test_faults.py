@@ -17,6 +17,7 @@ import pytest
 from kablabtest import CACHE, REPO, kablab_leftovers, run_playbook, record_case
 
 STOCK = {"name": "stock", "series": ["common"], "kconfig": [], "cmdline": ""}
+XML_CMDLINE = "a</cmdline><on_poweroff>restart</on_poweroff><cmdline>"
 
 
 def built_entries() -> set[str]:
@@ -35,21 +36,36 @@ BAD_INPUT = [
      "kablab_variants: series 'nosuch' has no directory"),
     ("bad guest memory", {"guest_domain_memory_mib": 12}, "guest_domain_memory_mib 256..262144 (is 12)"),
     ("bad vCPU count", {"guest_domain_vcpus": 0}, "guest_domain_vcpus must be 1..64 (is 0)"),
+    # issue 22
+    ("workload argument out of range", {"workload_syscall_mix_args": {"smoke": ["--read-bytes", "-5"]}},
+     "workload_syscall_mix_args[smoke]: syscall-mix rejects its arguments ['--read-bytes', '-5', '--seed', '1']: "
+     "syscall-mix: error: --read-bytes: '-5' is not a non-negative integer"),
+    ("negative seed", {"kablab_seed": -1}, "kablab_seed must be an integer 0..18446744073709551615 (got -1)"),
+    ("not a Kconfig line", {"kablab_variants": [STOCK, {**STOCK, "name": "x", "kconfig": ["NOT_A_CONFIG"]}]},
+     "kablab_variants: variant 'x' kconfig line 'NOT_A_CONFIG' is not a Kconfig line; allowed: CONFIG_<SYMBOL>="),
+    ("XML in a cmdline", {"kablab_variants": [STOCK, {**STOCK, "name": "x", "cmdline": XML_CMDLINE}]},
+     f"kablab_variants: variant 'x' cmdline '{XML_CMDLINE}' is not a list of kernel parameters; "
+     "allowed: kernel parameters separated by spaces, printable ASCII without <>&"),
 ]
 
 
 @pytest.mark.parametrize("case,extra,message", BAD_INPUT, ids=[c[0] for c in BAD_INPUT])
 def test_bad_input_fails_before_any_work(case, extra, message, tmp_path):
     before = built_entries()
+    started = time.monotonic()
     run = run_playbook("site.yml", extra_vars={**extra, "kablab_reports_dir": str(tmp_path)}, timeout=600)
+    took = time.monotonic() - started
     assert run.rc != 0
     assert message in run.output, run.output[-3000:]
     assert "TASK [kernel_build : Build kernel" not in run.output
     assert "guest_domain : Define" not in run.output
     assert built_entries() == before
     assert not list(tmp_path.glob("*/results/*/*.json"))
+    assert "TASK [guest_image" not in run.output and "TASK [kernel_source" not in run.output
     assert kablab_leftovers() == []
-    record_case("bad input: " + case, f"`-e '{json.dumps(extra)}'`", message, "nothing built or booted")
+    assert took < 120, f"preflight took {took:.0f} s"
+    record_case("bad input: " + case, f"`-e '{json.dumps(extra)}'`", message.replace("<", "&lt;"),
+                "nothing built or booted")
 
 
 def test_disk_nearly_full_fails_before_the_build(kernels, tmp_path):
