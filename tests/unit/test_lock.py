@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from kablab.lock import BUSY, Busy, Lock, describe, read_info
+from kablabtest import record_case
 
 REPO = Path(__file__).resolve().parents[2]
 PY = "/usr/bin/python3"
@@ -57,6 +58,9 @@ def test_waiting_run_goes_after_the_first_and_never_overlaps(tmp_path):
     lines = [l.split()[0] for l in log.read_text().splitlines()]
     assert lines == ["start", "end", "start", "end"]          # strictly one after the other
     assert any("kablab: waiting for the run with pid" in e for e in errs), errs
+    record_case("two runs build the same kernel key", "two `kablab.lock run` on one key (as kernel_build "
+                "wraps each build)", "the second prints 'kablab: waiting for the run with pid N started T (...)' "
+                "and starts when the first ends; it then finds the kernel built", "builds never overlap")
 
 
 def test_wait_with_timeout_gives_up_busy(tmp_path):
@@ -82,6 +86,9 @@ def test_lock_of_a_killed_run_is_taken_over(tmp_path):
     again = lock_cli("run", "--lock", str(f), "--what", "campaign", "--no-wait", "--", "true")
     assert again.returncode == 0, again.stderr
     assert read_info(f)["pid"] != first.pid
+    record_case("stale lock (holder killed with SIGKILL)", "SIGKILL to the process group holding a lock",
+                "nothing: the kernel released the flock; the next run takes it over at once",
+                "the lock file's record names the new holder")
 
 
 def test_hold_lasts_as_long_as_its_owner_and_is_reentrant(tmp_path):
