@@ -61,7 +61,6 @@ def test_bad_input_fails_before_any_work(case, extra, message, tmp_path):
     assert "guest_domain : Define" not in run.output
     assert built_entries() == before
     assert not list(tmp_path.glob("*/results/*/*.json"))
-    assert "TASK [guest_image" not in run.output and "TASK [kernel_source" not in run.output
     assert kablab_leftovers() == []
     assert took < 120, f"preflight took {took:.0f} s"
     record_case("bad input: " + case, f"`-e '{json.dumps(extra)}'`", message.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;"),
