@@ -13,6 +13,9 @@ message, and is overwritten by the next holder.
         hold the lock for the life of the owner process (default: the
         ansible-playbook this runs under) in a detached process; returns once
         it is held. Re-entrant: the same owner holding it already is fine.
+    python3 -m kablab.lock owner
+        print the pid of the ansible-playbook this runs under (to pass as
+        --owner from an async task, whose process has left that tree)
     python3 -m kablab.lock release --lock F [--owner PID]
         give up a lock held by `hold` for this owner (optional: the holder
         also exits when its owner does)
@@ -262,7 +265,11 @@ def main(argv: list[str] | None = None) -> int:
             g.add_argument("--no-wait", action="store_true", help="stop at once when held")
         if name == "run":
             s.add_argument("cmd", nargs=argparse.REMAINDER)
+    sub.add_parser("owner")
     ns = p.parse_args(argv)
+    if ns.mode == "owner":
+        print(find_owner())
+        return 0
     return {"run": cmd_run, "hold": cmd_hold, "release": cmd_release}[ns.mode](ns)
 
 

@@ -144,3 +144,7 @@ def test_describe_without_a_body():
     assert describe({}) == "another process (no holder recorded)"
     assert describe({"what": "w", "owner_pid": 5, "owner_start": "T", "command": ["a", "b"]}) == \
         "the run with pid 5 started T (a b)"
+
+
+def test_owner_is_the_parent_outside_ansible():
+    assert lock_cli("owner").stdout.strip() == str(os.getpid())
