@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from kablabtest import CACHE, REPO, kablab_leftovers, run_playbook, record_case
+from kablabtest import CACHE, PUBLISH, REPO, kablab_leftovers, run_playbook, record_case
 
 STOCK = {"name": "stock", "series": ["common"], "kconfig": [], "cmdline": ""}
+XML_CMDLINE = "a</cmdline><on_poweroff>restart</on_poweroff><cmdline>"
 
 
 def built_entries() -> set[str]:
@@ -35,13 +36,25 @@ BAD_INPUT = [
      "kablab_variants: series 'nosuch' has no directory"),
     ("bad guest memory", {"guest_domain_memory_mib": 12}, "guest_domain_memory_mib 256..262144 (is 12)"),
     ("bad vCPU count", {"guest_domain_vcpus": 0}, "guest_domain_vcpus must be 1..64 (is 0)"),
+    # issue 22
+    ("workload argument out of range", {"workload_syscall_mix_args": {"smoke": ["--read-bytes", "-5"]}},
+     "workload_syscall_mix_args[smoke]: syscall-mix rejects its arguments ['--read-bytes', '-5', '--seed', '1']: "
+     "syscall-mix: error: --read-bytes: '-5' is not a non-negative integer"),
+    ("negative seed", {"kablab_seed": -1}, "kablab_seed must be an integer 0..18446744073709551615 (got -1)"),
+    ("not a Kconfig line", {"kablab_variants": [STOCK, {**STOCK, "name": "x", "kconfig": ["NOT_A_CONFIG"]}]},
+     "kablab_variants: variant 'x' kconfig line 'NOT_A_CONFIG' is not a Kconfig line; allowed: CONFIG_<SYMBOL>="),
+    ("XML in a cmdline", {"kablab_variants": [STOCK, {**STOCK, "name": "x", "cmdline": XML_CMDLINE}]},
+     f"kablab_variants: variant 'x' cmdline '{XML_CMDLINE}' is not a list of kernel parameters; "
+     "allowed: kernel parameters separated by spaces, printable ASCII without <>&"),
 ]
 
 
 @pytest.mark.parametrize("case,extra,message", BAD_INPUT, ids=[c[0] for c in BAD_INPUT])
 def test_bad_input_fails_before_any_work(case, extra, message, tmp_path):
     before = built_entries()
+    started = time.monotonic()
     run = run_playbook("site.yml", extra_vars={**extra, "kablab_reports_dir": str(tmp_path)}, timeout=600)
+    took = time.monotonic() - started
     assert run.rc != 0
     assert message in run.output, run.output[-3000:]
     assert "TASK [kernel_build : Build kernel" not in run.output
@@ -49,7 +62,9 @@ def test_bad_input_fails_before_any_work(case, extra, message, tmp_path):
     assert built_entries() == before
     assert not list(tmp_path.glob("*/results/*/*.json"))
     assert kablab_leftovers() == []
-    record_case("bad input: " + case, f"`-e '{json.dumps(extra)}'`", message, "nothing built or booted")
+    assert took < 120, f"preflight took {took:.0f} s"
+    record_case("bad input: " + case, f"`-e '{json.dumps(extra)}'`", message.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;"),
+                "nothing built or booted")
 
 
 def test_disk_nearly_full_fails_before_the_build(kernels, tmp_path):
@@ -190,11 +205,16 @@ def test_killed_campaign_resumes_to_a_full_set(fault_campaign):
                            capture_output=True, text=True)
     assert check.returncode == 0 and "0 invalid" in check.stdout, check.stdout + check.stderr
     assert kablab_leftovers() == []
+    # the killed run's domain lock was taken over, not reported as in use
+    assert "is in use by the run with pid" not in fault_campaign["output"]
     record_case("interrupted campaign (kill -9)",
                 "SIGKILL to the ansible-playbook process group when the first result exists",
                 f"nothing at once; the re-run resumes ({fault_campaign['killed_with']} result(s) existed, "
                 f"{len(fault_campaign['results'])} at the end), the killed boot's domain is removed first",
                 "every result file parses (atomic writes); failed or partial blocks rerun, the old attempt in `attempts/`")
+    record_case("stale lock of a killed campaign", "SIGKILL to a campaign holding the domain prefix lock",
+                "nothing: the kernel drops its flock, the next `site.yml` takes the lock over and resumes",
+                "the lock file names the new holder")
 
 
 def test_boot_panic_marks_the_variant_failed(fault_campaign):
@@ -281,3 +301,58 @@ def test_corrupt_result_is_named_and_excluded(fault_campaign, tmp_path):
     record_case("corrupt result file", "a result JSON truncated to 200 bytes, then `playbooks/report.yml`",
                 "report renders; 'Invalid result files' names `results/stock/syscall-mix-block0.json` and why",
                 "the file is excluded from every table; a resume measures that block again")
+
+
+# --------------------------------------------------------------- two campaigns, one cache (issue 22)
+
+DOMAIN_LOCK = PUBLISH / "locks" / "domains-kablab.lock"
+
+
+def lock_owner(path: Path) -> int:
+    try:
+        return json.loads(path.read_text() or "{}").get("owner_pid", 0)
+    except (OSError, ValueError):
+        return 0
+
+
+def test_second_campaign_stops_at_once_and_the_first_completes(kernels, tmp_path):
+    """A campaign holds the domain prefix for its whole run: a second one in
+    the same cache stops at once naming it (pid, start time, command), and
+    the first finishes with every result."""
+    extra = {"kablab_profile": "smoke", "kablab_reports_dir": str(tmp_path / "first"),
+             "kablab_workloads": ["syscall-mix"], "kablab_select_variants": ["stock"],
+             "kablab_blocks": 1, "kablab_runs": 2}
+    log = tmp_path / "first.log"
+    first = start_site(extra, log)
+    try:
+        deadline = time.time() + 600
+        while lock_owner(DOMAIN_LOCK) != first.pid and first.poll() is None and time.time() < deadline:
+            time.sleep(0.5)
+        assert lock_owner(DOMAIN_LOCK) == first.pid, log.read_text()[-3000:]
+        started = time.monotonic()
+        second = run_playbook("site.yml", extra_vars={**extra, "kablab_reports_dir": str(tmp_path / "second")},
+                              timeout=600)
+        took = time.monotonic() - started
+        assert first.poll() is None, "the first campaign ended before the second one was checked"
+    finally:
+        rc = first.wait(timeout=3600)
+    out = log.read_text()
+    assert second.rc != 0
+    msg = f"kablab: campaign on domains kablab-* is in use by the run with pid {first.pid} started "
+    assert msg in second.output, second.output[-3000:]
+    assert "playbooks/site.yml" in second.output[second.output.index(msg):]
+    assert "TASK [kernel_build : Build kernel" not in second.output
+    assert "TASK [guest_image" not in second.output and "guest_domain : Define" not in second.output
+    assert not (tmp_path / "second").exists() or not list((tmp_path / "second").glob("*/results/*/*.json"))
+    assert took < 120, f"the second campaign took {took:.0f} s to stop"
+    assert rc == 0, out[-5000:]
+    campaign = (tmp_path / "first" / "latest").resolve()
+    (result,) = results_of(campaign)
+    doc = json.loads(result.read_text())
+    assert (result.parent.name, result.stem, doc["status"], len(doc["runs"])) == ("stock", "syscall-mix-block0", "ok", 2)
+    assert kablab_leftovers() == []
+    record_case("second campaign on the same domains", "`site.yml` started while another campaign runs "
+                "(same cache, same domain prefix)",
+                "it stops at once: 'kablab: campaign on domains kablab-* is in use by the run with pid N "
+                "started T (ansible-playbook playbooks/site.yml ...)'",
+                "the first campaign runs on and completes with every result")

@@ -7,6 +7,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from kablab.plan import host_boots, plan_boots  # noqa: E402
+from kablab.validate import input_errors, workload_argv  # noqa: E402
 
 
 def boots_from_noise(noise_from: str, effect_pct: float, at_least: int) -> int:
@@ -33,4 +34,9 @@ class FilterModule:
                 list(variants), int(rounds), int(seed), list(hosts)),
             "kablab_host_boots": host_boots,
             "kablab_boots_from_noise": boots_from_noise,
+            # (variants, seed) -> messages naming each bad input; [] = all good
+            "kablab_input_errors": input_errors,
+            # (settings, name, profile, seed) -> {var, argv, error}: a workload's campaign arguments
+            "kablab_workload_argv": lambda settings, name, profile, seed: workload_argv(
+                name, profile, seed, dict(settings)),
         }

@@ -1,0 +1,168 @@
+"""Input checks run once in preflight (issue 22).
+
+Each check returns a list of messages; an empty list means the input is
+good. A message names the variable, the bad value and what is allowed.
+Ansible reaches these through plugins/filter/kablab_filters.py; the
+workload argument check is also a CLI:
+
+    python3 -m kablab.validate workload-args --bin workloads/build \\
+        '[{"name": "syscall-mix", "var": "workload_syscall_mix_args[smoke]", "argv": [...]}]'
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+SEED_MAX = 2**64 - 1          # the harness's --seed is a uint64
+
+KCONFIG_RE = re.compile(
+    r'^(?:CONFIG_[A-Za-z0-9_]+=(?:y|m|n|-?[0-9]+|0x[0-9A-Fa-f]+|"(?:[^"\\\n]|\\.)*")'
+    r'|# CONFIG_[A-Za-z0-9_]+ is not set)$')
+KCONFIG_ALLOWED = 'CONFIG_<SYMBOL>=<y|m|n|number|"string"> or "# CONFIG_<SYMBOL> is not set"'
+
+# A kernel parameter: printable ASCII without space and without <>&"'
+# (they would need quoting in the kernel's parser or escaping in XML).
+CMDLINE_PARAM_RE = re.compile(r"^[!#-%(-;=?-~]+$")
+CMDLINE_ALLOWED = "kernel parameters separated by spaces, printable ASCII without <>&\"'"
+
+
+def check_seed(seed, var: str = "kablab_seed") -> list[str]:
+    """A seed is an integer 0..2^64-1 (an int, or a string of digits)."""
+    value = seed
+    if isinstance(seed, bool):
+        value = None
+    elif isinstance(seed, str) and re.fullmatch(r"\s*-?[0-9]+\s*", seed):
+        value = int(seed)
+    if not isinstance(value, int) or not 0 <= value <= SEED_MAX:
+        return [f"{var} must be an integer 0..{SEED_MAX} (got {seed!r})"]
+    return []
+
+
+def check_kconfig_line(line) -> bool:
+    return isinstance(line, str) and bool(KCONFIG_RE.match(line))
+
+
+def check_cmdline(cmdline) -> bool:
+    if not isinstance(cmdline, str):
+        return False
+    return all(CMDLINE_PARAM_RE.match(p) for p in cmdline.split(" ") if p != "")
+
+
+def check_variants(variants, var: str = "kablab_variants") -> list[str]:
+    """Kconfig lines and cmdlines of every variant (names, series and
+    build_from are checked by the kernel_build role)."""
+    errors: list[str] = []
+    if not isinstance(variants, list):
+        return [f"{var} must be a list of variants (got {variants!r})"]
+    for i, v in enumerate(variants):
+        if not isinstance(v, dict):
+            errors.append(f"{var}[{i}] must be a dict with name, series, kconfig, cmdline (got {v!r})")
+            continue
+        name = v.get("name", f"#{i}")
+        kconfig = v.get("kconfig", [])
+        if not isinstance(kconfig, list):
+            errors.append(f"{var}: variant {name!r} kconfig must be a list of lines (got {kconfig!r})")
+        else:
+            for line in kconfig:
+                if not check_kconfig_line(line):
+                    errors.append(f"{var}: variant {name!r} kconfig line {line!r} is not a Kconfig line; "
+                                  f"allowed: {KCONFIG_ALLOWED}")
+        cmdline = v.get("cmdline", "")
+        if not check_cmdline(cmdline):
+            errors.append(f"{var}: variant {name!r} cmdline {cmdline!r} is not a list of kernel parameters; "
+                          f"allowed: {CMDLINE_ALLOWED}")
+    return errors
+
+
+def input_errors(variants, seed) -> list[str]:
+    """Every message for the campaign inputs checked here, duplicates once."""
+    out: list[str] = []
+    for e in check_seed(seed) + check_variants(variants):
+        if e not in out:
+            out.append(e)
+    return out
+
+
+def workload_argv(name: str, profile: str, seed, settings: dict) -> dict:
+    """The arguments a campaign gives workload `name` (without --json):
+    {"var": the variable they come from, "argv": [...], "error": message or
+    None}. `settings` is the workload role's defaults overlaid with the
+    user's workload_<name>_* variables. Keep the extras in step with
+    roles/workload_fault_inject and roles/workload_module_bpf_churn."""
+    under = name.replace("-", "_")
+    var = f"workload_{under}_args"
+    table = settings.get(var)
+    if not isinstance(table, dict) or profile not in table:
+        return {"var": var, "argv": [], "error": f"{var} must map each profile to a list of arguments; "
+                f"it has no entry for profile {profile!r} (got {table!r})"}
+    args = table[profile]
+    if not isinstance(args, list) or not all(isinstance(a, (str, int)) and not isinstance(a, bool) for a in args):
+        return {"var": f"{var}[{profile}]", "argv": [], "error": f"{var}[{profile}] must be a list of strings "
+                f"(got {args!r})"}
+    argv = [str(a) for a in args]
+    if name == "module-bpf-churn":
+        argv = ["--module", str(settings.get("workload_module_bpf_churn_guest_ko", "kablab_churn.ko"))] + argv
+    elif name == "fault-inject":
+        try:
+            hang_s = str(2 * int(settings.get("workload_fault_inject_timeout_s", 60)))
+        except (TypeError, ValueError):
+            hang_s = str(settings.get("workload_fault_inject_timeout_s"))
+        argv += ["--crash-runs", str(settings.get("workload_fault_inject_crash_runs", "none")),
+                 "--crash-how", str(settings.get("workload_fault_inject_crash_how", "segv")),
+                 "--hang-runs", str(settings.get("workload_fault_inject_hang_runs", "none")),
+                 "--hang-s", hang_s]
+    return {"var": f"{var}[{profile}]", "argv": argv + ["--seed", str(seed)], "error": None}
+
+
+def workload_dry_run(binary: str | Path, args: list[str], var: str) -> str | None:
+    """Run a workload binary with its campaign arguments and --dry-run: the
+    harness parses and bounds every option and touches nothing. Returns
+    None, or the binary's own message prefixed with the variable.
+
+    --module PATH names a file in the guest (module-bpf-churn's test
+    module, built per kernel at run time); it is replaced here by a
+    placeholder with the same name, since dry-run opens the file."""
+    args = [str(a) for a in args]
+    with tempfile.TemporaryDirectory(prefix="kablab-dryrun-") as tmp:
+        for i, a in enumerate(args[:-1]):
+            if a == "--module" and not os.path.exists(args[i + 1]):
+                placeholder = Path(tmp) / (Path(args[i + 1]).name or "module.ko")
+                placeholder.write_bytes(b"\0")
+                args[i + 1] = str(placeholder)
+        try:
+            proc = subprocess.run([str(binary), *args, "--dry-run"], capture_output=True, text=True, timeout=60)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return f"{var}: cannot run {binary}: {e}"
+    if proc.returncode == 0:
+        return None
+    lines = [line for line in (proc.stderr or proc.stdout).splitlines() if line.strip()]
+    first = lines[0] if lines else f"exit code {proc.returncode}"
+    return f"{var}: {Path(str(binary)).name} rejects its arguments {args}: {first}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python3 -m kablab.validate")
+    sub = p.add_subparsers(dest="cmd", required=True)
+    w = sub.add_parser("workload-args", help="dry-run workload binaries with their campaign arguments")
+    w.add_argument("--bin", required=True, help="directory of the built workload binaries")
+    w.add_argument("plan", help='JSON list of {"name", "var", "argv"} (kablab_workload_argv), '
+                                'or {"error": message} entries')
+    ns = p.parse_args(argv)
+    errors = []
+    for entry in json.loads(ns.plan):
+        err = entry.get("error") or workload_dry_run(Path(ns.bin) / entry["name"], entry["argv"], entry["var"])
+        if err:
+            errors.append(err)
+    for err in errors:
+        print(err, file=sys.stderr)
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

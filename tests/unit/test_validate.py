@@ -1,0 +1,150 @@
+"""kablab.validate: the preflight checks of issue 22, and the domain XML
+template's escaping."""
+from __future__ import annotations
+
+import uuid
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import jinja2
+import pytest
+
+from kablab.validate import (check_cmdline, check_kconfig_line, check_seed, check_variants, input_errors,
+                             workload_argv,
+                             workload_dry_run)
+
+REPO = Path(__file__).resolve().parents[2]
+BUILD = REPO / "workloads" / "build"
+STOCK = {"name": "stock", "series": ["common"], "kconfig": [], "cmdline": ""}
+XML_CMDLINE = "a</cmdline><on_poweroff>restart</on_poweroff><cmdline>"
+
+
+@pytest.mark.parametrize("seed", [0, 1, "7", 2**64 - 1])
+def test_good_seeds(seed):
+    assert check_seed(seed) == []
+
+
+@pytest.mark.parametrize("seed", [-1, 2**64, "abc", "", None, True, 1.5, [1]])
+def test_bad_seeds_are_named(seed):
+    (msg,) = check_seed(seed)
+    assert msg.startswith("kablab_seed must be an integer 0..18446744073709551615 (got ")
+    assert repr(seed) in msg
+
+
+@pytest.mark.parametrize("line", ["CONFIG_X=y", "CONFIG_X=m", "CONFIG_X=n", "CONFIG_NR_CPUS=64", "CONFIG_A=-1",
+                                  "CONFIG_B=0x1000", 'CONFIG_S="a b"', 'CONFIG_S=""', 'CONFIG_S="q\\"x"',
+                                  "# CONFIG_DEBUG_INFO is not set", "CONFIG_VMALLOC_GROUP_PAGES=y"])
+def test_kconfig_lines(line):
+    assert check_kconfig_line(line)
+
+
+@pytest.mark.parametrize("line", ["NOT_A_CONFIG", "CONFIG_X", "CONFIG_X=yes", "CONFIG_X=y # c", "config_x=y",
+                                  "CONFIG_X=y\nCONFIG_Y=y", 'CONFIG_S="open', "#CONFIG_X is not set",
+                                  "CONFIG_=y", "CONFIG X=y", "", 5, None])
+def test_not_kconfig_lines(line):
+    assert not check_kconfig_line(line)
+
+
+@pytest.mark.parametrize("cmdline", ["", "nohugepages_mapping", "init_on_free=1 mitigations=off",
+                                     "a=b,c:d/e.f", "  spaced   out "])
+def test_good_cmdlines(cmdline):
+    assert check_cmdline(cmdline)
+
+
+@pytest.mark.parametrize("cmdline", [XML_CMDLINE, "a&b", "a'b", 'a="b c"', "a>b", "tab\there", "new\nline",
+                                     "é=1", "\x7f", None, ["a"]])
+def test_bad_cmdlines(cmdline):
+    assert not check_cmdline(cmdline)
+
+
+def test_variant_messages_name_the_variable_the_value_and_what_is_allowed():
+    bad = [STOCK, {**STOCK, "name": "x", "kconfig": ["NOT_A_CONFIG"], "cmdline": XML_CMDLINE}]
+    k, c = check_variants(bad)
+    assert k.startswith("kablab_variants: variant 'x' kconfig line 'NOT_A_CONFIG' is not a Kconfig line; allowed: ")
+    assert "CONFIG_<SYMBOL>=<y|m|n|number|" in k
+    assert c.startswith(f"kablab_variants: variant 'x' cmdline '{XML_CMDLINE}' is not a list of kernel parameters")
+    assert "without <>&" in c
+    assert check_variants([STOCK, {**STOCK, "kconfig": "CONFIG_X=y"}]) == [
+        "kablab_variants: variant 'stock' kconfig must be a list of lines (got 'CONFIG_X=y')"]
+    assert check_variants("x") and check_variants(["x"])
+
+
+def test_input_errors_lists_each_message_once():
+    bad = {**STOCK, "kconfig": ["NOPE"]}
+    errs = input_errors([bad, bad], -1)
+    assert len(errs) == 2 and errs[0].startswith("kablab_seed")
+    assert input_errors([STOCK], 1) == []
+
+
+@pytest.fixture(scope="module")
+def binaries():
+    import subprocess
+    subprocess.run(["make", "-s", "-C", str(REPO / "workloads")], check=True, capture_output=True)
+    return BUILD
+
+
+def test_workload_dry_run_returns_the_binarys_own_message(binaries):
+    assert workload_dry_run(binaries / "syscall-mix", ["--iterations", "10", "--seed", "1"], "v") is None
+    msg = workload_dry_run(binaries / "syscall-mix", ["--read-bytes", "-5", "--seed", "1"],
+                           "workload_syscall_mix_args[smoke]")
+    assert msg.startswith("workload_syscall_mix_args[smoke]: syscall-mix rejects its arguments")
+    assert "syscall-mix: error: --read-bytes: '-5' is not a non-negative integer" in msg
+
+
+def test_workload_dry_run_stands_in_for_the_guest_module_path(binaries):
+    args = ["--module", "/var/tmp/kablab/kablab_churn.ko", "--pipes", "1000", "--seed", "1"]
+    assert workload_dry_run(binaries / "module-bpf-churn", args, "v") is None
+    assert "--bpf-progs" in workload_dry_run(binaries / "module-bpf-churn", args + ["--bpf-progs", "x"], "v")
+
+
+def render_domain(cmdline: str, name: str = "kablab-stock") -> str:
+    env = jinja2.Environment(loader=jinja2.FileSystemLoader(REPO / "roles/guest_domain/templates"),
+                             undefined=jinja2.StrictUndefined)
+    env.filters["to_uuid"] = lambda s: str(uuid.uuid5(uuid.NAMESPACE_URL, s))
+    return env.get_template("domain.xml.j2").render(
+        ansible_managed="managed", guest_domain_accel_result={"domain_type": "qemu", "accel": "tcg"},
+        guest_domain_memory_mib=2048, guest_domain_memory_backing="default", guest_domain_vcpus=2,
+        guest_domain_vcpu_pinning=["0"], guest_domain_machine="pc", guest_domain_disk_cache="writeback",
+        _dom={"name": name, "kernel": "/k/bz<Image", "cmdline": cmdline, "overlay": "/o'v", "seed": "/s&d",
+              "log": "/l\"og", "port": 10022})
+
+
+def test_domain_xml_escapes_every_value():
+    xml = render_domain("console=ttyS0 " + XML_CMDLINE, name="kablab-a&b")
+    root = ET.fromstring(xml)
+    assert root.find("os/cmdline").text == "console=ttyS0 " + XML_CMDLINE
+    assert root.find("on_poweroff").text == "destroy" and len(root.findall("on_poweroff")) == 1
+    assert root.find("name").text == "kablab-a&b"
+    assert root.find("os/kernel").text == "/k/bz<Image"
+    assert [d.find("source").get("file") for d in root.findall("devices/disk")] == ["/o'v", "/s&d"]
+    assert root.find("devices/serial/source").get("path") == "/l\"og"
+
+
+def test_workload_argv_adds_what_the_roles_add():
+    s = {"workload_syscall_mix_args": {"smoke": ["--iterations", 10]}}
+    assert workload_argv("syscall-mix", "smoke", 3, s) == {
+        "var": "workload_syscall_mix_args[smoke]", "argv": ["--iterations", "10", "--seed", "3"], "error": None}
+    m = workload_argv("module-bpf-churn", "smoke", 1, {"workload_module_bpf_churn_args": {"smoke": []},
+                                                      "workload_module_bpf_churn_guest_ko": "/g/k.ko"})
+    assert m["argv"] == ["--module", "/g/k.ko", "--seed", "1"]
+    f = workload_argv("fault-inject", "smoke", 1, {"workload_fault_inject_args": {"smoke": []},
+                                                  "workload_fault_inject_crash_runs": "2",
+                                                  "workload_fault_inject_timeout_s": 10})
+    assert f["argv"] == ["--crash-runs", "2", "--crash-how", "segv", "--hang-runs", "none", "--hang-s", "20",
+                         "--seed", "1"]
+    assert "no entry for profile 'full'" in workload_argv("syscall-mix", "full", 1, s)["error"]
+    assert "must be a list of strings" in workload_argv(
+        "syscall-mix", "smoke", 1, {"workload_syscall_mix_args": {"smoke": "--iterations 5"}})["error"]
+
+
+def test_workload_args_cli_prints_every_rejection(binaries):
+    import json
+    import subprocess
+    plan = [{"name": "syscall-mix", "var": "a[smoke]", "argv": ["--read-bytes", "-5"]},
+            {"name": "syscall-mix", "var": "b[smoke]", "argv": ["--iterations", "5"]},
+            {"name": "page-fault", "error": "workload_page_fault_args: bad"}]
+    run = subprocess.run(["/usr/bin/python3", "-m", "kablab.validate", "workload-args", "--bin", str(binaries),
+                          json.dumps(plan)], cwd=REPO, capture_output=True, text=True)
+    assert run.returncode == 1
+    assert run.stderr.splitlines()[0].startswith("a[smoke]: syscall-mix rejects")
+    assert run.stderr.splitlines()[1] == "workload_page_fault_args: bad"
