@@ -14,6 +14,7 @@ import jinja2
 from . import __version__
 from .fmt import STAT_ROWS, count, finite, num, pct
 from .load import Campaign
+from .panels import verdict_matrix
 from .plots import distribution_svg, forest_svg
 from .stats import METHOD_NOTE, TLB_EVENTS, Analysis, analyse, pct_change, perf_summary
 from .textreport import lkp_text, row_change, summary_text
@@ -142,24 +143,6 @@ def workload_sections(an: Analysis, camp: Campaign) -> list[dict[str, Any]]:
             "failed": [r for r in camp.failed if r["workload"] == wl],
         })
     return sections
-
-
-def verdict_rows(an: Analysis) -> list[dict[str, Any]]:
-    """The first screen: per workload, each kernel's verdict on the primary metric."""
-    rows = []
-    for wl in an.workloads:
-        cells = []
-        for v in an.variants[1:]:
-            text, cls = an.headline(wl, v)
-            cells.append({"text": text, "cls": cls})
-        second = [f"{c.variant}: {c.metric} {c.pct:+.2f}% {c.interval()} {c.direction}"
-                  for c in an.comparisons
-                  if c.workload == wl and not c.primary and c.significant]
-        pm = an.primaries.get(wl, {})
-        rows.append({"workload": wl, "primary": pm.get("metric", "none"),
-                     "primary_source": pm.get("source", ""), "cells": cells,
-                     "secondary": second})
-    return rows
 
 
 def noise_rows(an: Analysis) -> list[dict[str, Any]]:
@@ -320,7 +303,7 @@ def build_context(camp: Campaign, an: Analysis) -> dict[str, Any]:
         "tcg": tcg, "tcg_banner": TCG_BANNER, "baseline": an.baseline, "variants": an.variants,
         "n_comparisons": len(an.comparisons), "invalid": camp.invalid,
         "method_note": METHOD_NOTE, "noise_rows": noise_rows(an),
-        "verdict_rows": verdict_rows(an), "overhead": an.overhead,
+        "overhead": an.overhead,
         "boots_per_kernel": boots_per_kernel(an), "plan_alpha": an.plan_alpha,
         "failed": camp.failed, "excluded": excluded, "directmap_rows": directmap_rows(camp),
         "failed_kernels": failed_kernels(camp),
@@ -343,7 +326,9 @@ def render_campaign(camp: Campaign, out_dir: str | Path | None = None) -> dict[s
     out = Path(out_dir or camp.root)
     an = analyse(camp)
     ctx = build_context(camp, an)
-    ctx.update({"sections": workload_sections(an, camp), "forest": forest_svg(an),
+    sections = workload_sections(an, camp)
+    ctx["verdict_matrix"] = verdict_matrix(an, {s["name"]: s["anchor"] for s in sections})
+    ctx.update({"sections": sections, "forest": forest_svg(an),
                 "tlb": tlb_tables(an, camp), "prov": provenance(camp, an),
                 "verdicts": [(wl, an.verdict(wl)) for wl in an.workloads]})
     html = _env().get_template("report.html.j2").render(**ctx)

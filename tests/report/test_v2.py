@@ -1,0 +1,100 @@
+"""Report v2 (issue #21) on synthetic campaigns: the verdict matrix first, the
+direct-map panel, the TLB matrix, provenance, summary.txt and the compare CLI."""
+
+from __future__ import annotations
+
+import re
+from html.parser import HTMLParser
+from pathlib import Path
+
+import pytest
+
+import make_campaign as mc
+from kablab.load import load_campaign
+from kablab.render import render_campaign
+
+KERNELS = ("stock", "grouped", "split4k")
+EFFECTS = {"grouped": {("hackbench", "time_s"): 0.06},
+           "split4k": {("pipe-pingpong", "round_trips_per_s"): 0.06,
+                       ("hackbench", "dTLB-load-misses"): 0.5}}
+
+
+class Tables(HTMLParser):
+    """id -> list of rows (list of cell texts) of every table with an id."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.tables: dict[str, list[list[str]]] = {}
+        self.rows_attrs: dict[str, list[dict[str, str]]] = {}
+        self._stack: list[str | None] = []
+        self._cell: list[str] | None = None
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        a = {k: v or "" for k, v in attrs}
+        if tag == "table":
+            self._stack.append(a.get("id"))
+            if a.get("id"):
+                self.tables[a["id"]] = []
+                self.rows_attrs[a["id"]] = []
+        elif self._stack and self._stack[-1]:
+            if tag == "tr":
+                self.tables[self._stack[-1]].append([])
+                self.rows_attrs[self._stack[-1]].append(a)
+            elif tag in ("td", "th"):
+                self._cell = []
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag == "table" and self._stack:
+            self._stack.pop()
+        elif tag in ("td", "th") and self._cell is not None and self._stack and self._stack[-1]:
+            self.tables[self._stack[-1]][-1].append(" ".join("".join(self._cell).split()))
+            self._cell = None
+
+    def handle_data(self, data: str) -> None:
+        if self._cell is not None:
+            self._cell.append(data)
+
+
+def parse(html: str) -> Tables:
+    t = Tables()
+    t.feed(html)
+    return t
+
+
+@pytest.fixture(scope="module")
+def synth(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    camp = mc.synthetic_campaign(tmp_path_factory.mktemp("v2") / "c", seed=3, boots=8, runs=3,
+                                 variants=KERNELS, effects=EFFECTS, sd_between=0.01,
+                                 sd_within=0.01, directmap=True, perf=True,
+                                 drop={"split4k": ("rtt_p99_us",)})
+    render_campaign(load_campaign(camp))
+    return camp
+
+
+def test_verdict_matrix_shape_and_first(synth: Path) -> None:
+    html = (synth / "index.html").read_text(encoding="utf-8")
+    body = html[html.index("<body>"):]
+    assert body.index("<table") == body.index('<table id="verdict-matrix"')
+    vm = parse(html).tables["verdict-matrix"]
+    assert vm[0] == ["workload", "primary metric", "grouped", "split4k"]
+    assert [r[0] for r in vm[1:]] == sorted(mc.SYNTH_WORKLOADS)
+    for wl in mc.SYNTH_WORKLOADS:
+        assert f'<a href="#wl{sorted(mc.SYNTH_WORKLOADS).index(wl)}">{wl}</a>' in html
+    cells = {r[0]: dict(zip(vm[0][2:], r[2:])) for r in vm[1:]}
+    assert "\u25bc worse" in cells["hackbench"]["grouped"]
+    assert "\u25b2 better" in cells["pipe-pingpong"]["split4k"]
+    assert "8/8 boots" in cells["hackbench"]["grouped"]
+    assert "[s], lower is better" in vm[1][1]
+    # unflagged cells have no marker and no colour
+    assert "\u25b2" not in cells["syscall-mix"]["grouped"] + cells["syscall-mix"]["split4k"]
+    assert "(0.00%)" not in html
+
+
+def test_verdict_matrix_not_tested_cells(tmp_path: Path) -> None:
+    camp = mc.synthetic_campaign(tmp_path / "c", seed=1, boots=1, runs=3, variants=KERNELS)
+    render_campaign(load_campaign(camp))
+    html = (camp / "index.html").read_text(encoding="utf-8")
+    vm = parse(html).tables["verdict-matrix"]
+    assert len(vm) == 4 and all(len(r) == 4 for r in vm)
+    assert all(c.startswith("not tested: 1 boot per kernel") for r in vm[1:] for c in r[2:])
+    assert "(0.00%)" not in html and "0.00%" not in "".join(c for r in vm for c in r)
