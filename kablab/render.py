@@ -16,21 +16,28 @@ from .fmt import STAT_ROWS, count, finite, num, pct
 from .load import Campaign
 from .panels import verdict_matrix
 from .plots import distribution_svg, forest_svg
-from .stats import METHOD_NOTE, TLB_EVENTS, Analysis, analyse, pct_change, perf_summary
+from .stats import (METHOD_NOTE, TLB_EVENTS, Analysis, analyse, boot_id, pct_change,
+                    perf_summary)
 from .textreport import lkp_text, row_change, summary_text
 from .util import atomic_write_json, atomic_write_text
 
 TCG_BANNER = ("Emulated CPU (TCG): timings do not reflect hardware TLB behaviour; "
               "direct-map state is real")
 DM_FIELDS = ("DirectMap4k", "DirectMap2M", "DirectMap1G", "direct_map_level2_splits",
-             "direct_map_level3_splits", "PageTables", "nr_page_table_pages")
-DM_LABELS = {"DirectMap4k": "DirectMap 4k kB", "DirectMap2M": "DirectMap 2M kB",
-             "DirectMap1G": "DirectMap 1G kB", "direct_map_level2_splits": "level2 splits",
-             "direct_map_level3_splits": "level3 splits", "PageTables": "PageTables kB",
-             "nr_page_table_pages": "nr_page_ table_pages"}
+             "direct_map_level3_splits")
+DM_LABELS = {"DirectMap4k": "DirectMap4k kB", "DirectMap2M": "DirectMap2M kB",
+             "DirectMap1G": "DirectMap1G kB", "direct_map_level2_splits": "level-2 splits",
+             "direct_map_level3_splits": "level-3 splits"}
 CSV_FIELDS = ("campaign", "variant", "workload", "block", "order_index", "host", "accel",
               "run_index", "exit_code", "included", "source", "metric", "value", "unit",
               "better", "supported")
+
+
+def nz(v: Any, fmt: str | None = None) -> str:
+    """A value for a cell: "n/a" for None/NaN (never "None"), else fmt % v or str(v)."""
+    if v is None or (isinstance(v, float) and not finite(v)):
+        return "n/a"
+    return fmt % v if fmt else str(v)
 
 
 def _env() -> jinja2.Environment:
@@ -39,30 +46,59 @@ def _env() -> jinja2.Environment:
         autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True,
         lstrip_blocks=True)
     env.filters["num"] = num
+    env.filters["nz"] = nz
     env.filters["count"] = count
     return env
 
 
+PT_PAGE_KIB = 4
+
+
 def dm_cost_kib(state: dict[str, Any]) -> int | None:
-    """Direct-map page-table cost = (level2 + level3 splits) x 4 KiB."""
-    l2, l3 = state.get("direct_map_level2_splits"), state.get("direct_map_level3_splits")
-    if l2 is None and l3 is None:
+    """Page-table memory the direct map costs, KiB: one 4 KiB page table (PTE page)
+    maps 2 MiB of 4k pages and one (PMD page) maps 1 GiB of 2M pages, so
+    ceil(DirectMap4k / 2048 kB) + ceil(DirectMap2M / 1048576 kB) pages x 4 KiB.
+    1G mappings live in the PUD pages, shared with the rest of the kernel: not
+    counted. /proc/meminfo `PageTables:` does not include these pages. None when
+    DirectMap4k and DirectMap2M are both unknown."""
+    k4, m2 = state.get("DirectMap4k"), state.get("DirectMap2M")
+    if k4 is None and m2 is None:
         return None
-    return ((l2 or 0) + (l3 or 0)) * 4
+    pages = -(-(k4 or 0) // 2048) + -(-(m2 or 0) // 1048576)
+    return pages * PT_PAGE_KIB
 
 
 def directmap_rows(camp: Campaign) -> list[dict[str, Any]]:
+    """One row per boot (variant, boot): the state after boot (the first block's
+    `directmap.before`) and after the workload set (the last block's
+    `directmap.after`), blocks ordered by order_index; the page-table cost of
+    each and per GiB of guest RAM (guest.memory_mib)."""
+    variants = camp.variants()
+    boots: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in camp.results:
+        boots.setdefault((r["variant"], boot_id(r)), []).append(r)
     rows = []
-    for r in sorted(camp.results, key=lambda r: (r["workload"], camp.variants().index(r["variant"]),
-                                                 r["block"])):
-        b, a = r["directmap"]["before"], r["directmap"]["after"]
+    for (variant, bid), rs in boots.items():
+        rs.sort(key=lambda r: (r.get("order_index") is None, r.get("order_index") or 0,
+                               r.get("started_at") or "", r["workload"]))
+        b, a = rs[0]["directmap"]["before"], rs[-1]["directmap"]["after"]
         if all(v is None for v in list(b.values()) + list(a.values())):
             continue
+        mems = {r["guest"].get("memory_mib") for r in rs} - {None}
+        mem = mems.pop() if len(mems) == 1 else None
         cb, ca = dm_cost_kib(b), dm_cost_kib(a)
-        rows.append({"workload": r["workload"], "variant": r["variant"], "block": r["block"],
-                     "status": r["status"], "before": b, "after": a,
-                     "cost_before_kib": cb, "cost_after_kib": ca,
-                     "cost_delta_kib": ca - cb if ca is not None and cb is not None else None})
+
+        def per_gib(c: int | None) -> float | None:
+            return None if c is None or not mem else c / (mem / 1024.0)
+        rows.append({"variant": variant, "boot": bid, "round": min(r["block"] for r in rs),
+                     "blocks": len(rs), "failed": sum(r["status"] != "ok" for r in rs),
+                     "workloads": [r["workload"] for r in rs], "memory_mib": mem,
+                     "before": b, "after": a, "cost_before_kib": cb, "cost_after_kib": ca,
+                     "cost_per_gib_before_kib": per_gib(cb),
+                     "cost_per_gib_after_kib": per_gib(ca)})
+    rank = {v: i for i, v in enumerate(variants)}
+    rows.sort(key=lambda d: (rank.get(d["variant"], len(rank)), d["variant"], d["round"],
+                             d["boot"]))
     return rows
 
 

@@ -156,23 +156,40 @@ def summary_text(an: Analysis, ctx: dict[str, Any]) -> str:
                              f"{c[0]:>13}{c[1]:>13}{c[2]:>8}{c[3]:>13}{c[4]:>13}{c[5]:>8}",
                              WIDTH))
     out.append("")
-    out.append("== direct map (after block; cost = (level2+level3 splits) x 4 KiB) ".ljust(
-        WIDTH, "="))
-    out.append(f"{'workload':<22}{'kernel':<10}{'blk':>4}{'4k kB':>11}{'2M kB':>11}"
-               f"{'1G kB':>11}{'l2spl':>7}{'l3spl':>7}{'PT kB':>8}{'cost KiB':>9}")
-    for d in ctx["directmap_rows"]:
-        a = d["after"]
-
-        def g(k: str, w: int) -> str:
-            v = a.get(k)
-            return ("n/a" if v is None else str(v)).rjust(w)
-        cost = "n/a" if d["cost_after_kib"] is None else str(d["cost_after_kib"])
-        out.append(trunc(f"{trunc(d['workload'], 21):<22}{trunc(d['variant'], 9):<10}"
-                         f"{d['block']:>4}{g('DirectMap4k', 11)}{g('DirectMap2M', 11)}"
-                         f"{g('DirectMap1G', 11)}{g('direct_map_level2_splits', 7)}"
-                         f"{g('direct_map_level3_splits', 7)}{g('PageTables', 8)}{cost:>9}",
-                         WIDTH))
+    out += directmap_lines(ctx["directmap_rows"])
     return "\n".join(line.rstrip() for line in out) + "\n"
+
+
+def directmap_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Direct map per boot, after boot -> after the workload set; page-table cost =
+    (ceil(DirectMap4k / 2048 kB) + ceil(DirectMap2M / 1048576 kB)) x 4 KiB."""
+    out = ["== direct map per boot (after boot -> after workloads) ".ljust(WIDTH, "=")]
+    out += _wrap("PT cost = (ceil(DirectMap4k/2048 kB) + ceil(DirectMap2M/1048576 kB)) x 4 KiB: "
+                 "one page table per 2 MiB of 4k mappings and one per 1 GiB of 2M mappings "
+                 "(not in PageTables:); /GiB = per GiB of guest RAM.")
+    out.append(f"{'kernel':<12}{'boot':<9}{'4k kB':>19}{'2M kB':>19}{'1G kB':>9}"
+               f"{'l2spl':>8}{'l3spl':>6}{'PT KiB':>12}{'/GiB':>6}")
+    if not rows:
+        out.append("  no direct-map state recorded")
+
+    def g(d: dict[str, Any], k: str, w: int) -> str:
+        b, a = d["before"].get(k), d["after"].get(k)
+        s = "n/a" if b is None else str(b)
+        if a != b:
+            s += "->" + ("n/a" if a is None else str(a))
+        return s.rjust(w)
+    for d in rows:
+        cb, ca = d["cost_before_kib"], d["cost_after_kib"]
+        cost = "n/a" if cb is None else str(cb)
+        if ca != cb:
+            cost += "->" + ("n/a" if ca is None else str(ca))
+        pg = d["cost_per_gib_after_kib"]
+        out.append(trunc(f"{trunc(d['variant'], 11):<12}{trunc(d['boot'], 8):<9}"
+                         f"{g(d, 'DirectMap4k', 19)}{g(d, 'DirectMap2M', 19)}"
+                         f"{g(d, 'DirectMap1G', 9)}{g(d, 'direct_map_level2_splits', 8)}"
+                         f"{g(d, 'direct_map_level3_splits', 6)}{cost:>12}"
+                         f"{'n/a' if pg is None else f'{pg:.0f}':>6}", WIDTH))
+    return out
 
 
 def noise_lines(an: Analysis, ctx: dict[str, Any]) -> list[str]:

@@ -98,3 +98,34 @@ def test_verdict_matrix_not_tested_cells(tmp_path: Path) -> None:
     assert len(vm) == 4 and all(len(r) == 4 for r in vm)
     assert all(c.startswith("not tested: 1 boot per kernel") for r in vm[1:] for c in r[2:])
     assert "(0.00%)" not in html and "0.00%" not in "".join(c for r in vm for c in r)
+
+
+def test_dm_cost_formula() -> None:
+    from kablab.render import dm_cost_kib
+    gib = 1048576
+    assert dm_cost_kib({"DirectMap4k": 2 * gib, "DirectMap2M": 0}) == 2048 * 2  # 4 MiB / 2 GiB
+    assert dm_cost_kib({"DirectMap4k": 16384, "DirectMap2M": 2 * gib - 16384}) == (8 + 2) * 4
+    assert dm_cost_kib({"DirectMap4k": 1, "DirectMap2M": 1}) == 8          # ceil, not floor
+    assert dm_cost_kib({"DirectMap4k": None, "DirectMap2M": None}) is None
+
+
+def test_direct_map_panel_one_row_per_boot(synth: Path) -> None:
+    html = (synth / "index.html").read_text(encoding="utf-8")
+    t = parse(html)
+    rows = t.tables["direct-map-table"][1:]
+    attrs = t.rows_attrs["direct-map-table"][1:]
+    assert len(rows) == 3 * 8                                     # kernels x boots
+    assert [a["data-variant"] for a in attrs] == [v for v in KERNELS for _ in range(8)]
+    for a in attrs:
+        mem_gib = int(a["data-memory-mib"]) / 1024
+        per_gib = int(a["data-cost-kib-after"]) / mem_gib
+        if a["data-variant"] == "split4k":
+            assert a["data-dm2m-after"] == "0" and 1900 <= per_gib <= 2100
+        else:
+            assert int(a["data-dm2m-after"]) > 0 and per_gib < 100
+    # after boot -> after the workload set: the first block's before, the last's after
+    stock0 = rows[0]
+    assert stock0[3] == "16384 \u2192 22528"                       # 3 workloads, 1 split each
+    assert html.index('id="verdict-matrix"') < html.index('id="direct-map"')
+    txt = (synth / "summary.txt").read_text(encoding="utf-8")
+    assert "ceil(DirectMap4k/2048 kB) + ceil(DirectMap2M/1048576 kB)" in txt
