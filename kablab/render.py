@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -14,9 +15,9 @@ import jinja2
 from . import __version__
 from .fmt import STAT_ROWS, count, finite, num, pct
 from .load import Campaign
-from .panels import verdict_matrix
+from .panels import tlb_matrix, verdict_matrix
 from .plots import distribution_svg, forest_svg
-from .stats import (METHOD_NOTE, TLB_EVENTS, Analysis, analyse, boot_id, pct_change,
+from .stats import (METHOD_NOTE, TLB_EVENTS, Analysis, _clean, analyse, boot_id, pct_change,
                     perf_summary)
 from .textreport import lkp_text, row_change, summary_text
 from .util import atomic_write_json, atomic_write_text
@@ -364,6 +365,7 @@ def render_campaign(camp: Campaign, out_dir: str | Path | None = None) -> dict[s
     ctx = build_context(camp, an)
     sections = workload_sections(an, camp)
     ctx["verdict_matrix"] = verdict_matrix(an, {s["name"]: s["anchor"] for s in sections})
+    ctx["tlb_matrix"] = tlb_matrix(camp, an)
     ctx.update({"sections": sections, "forest": forest_svg(an),
                 "tlb": tlb_tables(an, camp), "prov": provenance(camp, an),
                 "verdicts": [(wl, an.verdict(wl)) for wl in an.workloads]})
@@ -385,6 +387,10 @@ def render_campaign(camp: Campaign, out_dir: str | Path | None = None) -> dict[s
                           for r in camp.failed],
         "analysis": an.to_json(),
         "directmap": ctx["directmap_rows"],
+        "tlb": {"rows": [{"workload": r["workload"], "measure": r["measure"],
+                          "source": r["source"]} for r in ctx["tlb_matrix"]["rows"]],
+                "comparisons": [dict(_clean(asdict(c)), n_boots=c.n_boots)
+                                for c in ctx["tlb_matrix"]["comparisons"]]},
         "rows": rows,
         "results": [dict({k: v for k, v in r.items() if k != "_file"}, file=r["_file"])
                     for r in camp.results],

@@ -10,6 +10,7 @@ import textwrap
 from typing import Any
 
 from .fmt import STAT_ROWS, finite, num, pct, trunc
+from .panels import tlb_matrix_text
 from .stats import Analysis, Comparison, Summary
 
 WIDTH = 100
@@ -146,15 +147,8 @@ def summary_text(an: Analysis, ctx: dict[str, Any]) -> str:
                 for ln in f[key].splitlines()[-5:]:
                     out.append(trunc("      " + ln, WIDTH))
     out.append("")
-    out.append("== TLB counters (perf stat means; n/a = not supported, no PMU) ".ljust(WIDTH, "="))
-    out.append(f"{'workload':<22}{'kernel':<10}{'dTLB-loads':>13}{'dTLB-misses':>13}{'rate':>8}"
-               f"{'iTLB-loads':>13}{'iTLB-misses':>13}{'rate':>8}")
-    for t in ctx.get("tlb", []):
-        for r in t["rows"]:
-            c = [x["text"].replace("n/a (no PMU)", "n/a").replace(" %", "%") for x in r["cells"]]
-            out.append(trunc(f"{trunc(t['workload'], 21):<22}{trunc(r['variant'], 9):<10}"
-                             f"{c[0]:>13}{c[1]:>13}{c[2]:>8}{c[3]:>13}{c[4]:>13}{c[5]:>8}",
-                             WIDTH))
+    out.append("== TLB misses ".ljust(WIDTH, "="))
+    out += tlb_matrix_text(ctx["tlb_matrix"], WIDTH)
     out.append("")
     out += directmap_lines(ctx["directmap_rows"])
     return "\n".join(line.rstrip() for line in out) + "\n"

@@ -64,7 +64,7 @@ def test_html_content(rendered: Path) -> None:
     assert not re.search(r'(src|href)\s*=\s*"(https?:)?//', html)
     assert "<link" not in html and "@import" not in html
     assert html.count("<svg") >= 5                       # 4 workloads + forest plot
-    assert "n/a (no PMU)" in html
+    assert "not supported: dTLB-load-misses, instructions" in html and "no PMU" not in html
     assert 'class="num sig-better"' in html and 'class="num sig-worse"' in html
     assert "*" in html and "Benjamini-Hochberg" in html and 'id="noise"' in html
     assert "(0.00%)" not in html and "Runner overhead" in html

@@ -129,3 +129,43 @@ def test_direct_map_panel_one_row_per_boot(synth: Path) -> None:
     assert html.index('id="verdict-matrix"') < html.index('id="direct-map"')
     txt = (synth / "summary.txt").read_text(encoding="utf-8")
     assert "ceil(DirectMap4k/2048 kB) + ceil(DirectMap2M/1048576 kB)" in txt
+
+
+def test_tlb_matrix_tested_and_not_supported(synth: Path) -> None:
+    html = (synth / "index.html").read_text(encoding="utf-8")
+    t = parse(html)
+    tlb = t.tables["tlb"]
+    assert tlb[0] == ["workload", "measure", *KERNELS]
+    rows = {(r[0], r[1]): r[2:] for r in tlb[1:]}
+    assert set(rows) == {(wl, f"{k} misses/kinstr") for wl in mc.SYNTH_WORKLOADS
+                         for k in ("dTLB", "iTLB")}
+    assert all(c == "not supported: iTLB-load-misses"
+               for wl in mc.SYNTH_WORKLOADS for c in rows[(wl, "iTLB misses/kinstr")])
+    hb = rows[("hackbench", "dTLB misses/kinstr")]
+    assert "between 8 boots" in hb[0] and "\u25bc worse" in hb[2]     # +50 % misses
+    assert "\u25bc" not in hb[1] and "\u25b2" not in hb[1]
+    assert "no PMU" not in html
+    for c in (c for r in tlb[1:] for c in r[2:]):
+        assert not re.match(r"^0(\.0+)?(\s|$)", c), c                   # never 0 for missing
+    import json
+    merged = json.loads((synth / "results.json").read_text())
+    sig = [c for c in merged["tlb"]["comparisons"] if c["significant"]]
+    assert [(c["workload"], c["variant"]) for c in sig] == [("hackbench", "split4k")]
+    txt = (synth / "summary.txt").read_text(encoding="utf-8")
+    assert "not supported: iTLB-load-misses" in txt
+
+
+def test_tlb_matrix_modelled_rows(tmp_path: Path) -> None:
+    import json
+    camp = mc.synthetic_campaign(tmp_path / "c", seed=2, boots=3, runs=3,
+                                 variants=("stock", "split4k"))
+    for f in (camp / "results").glob("*/*.json"):
+        doc = json.loads(f.read_text())
+        for run in doc["runs"]:
+            run["model"] = {"instructions": 1e6, "dTLB-load-misses": 500.0 + run["index"]}
+        f.write_text(json.dumps(doc))
+    render_campaign(load_campaign(camp))
+    html = (camp / "index.html").read_text(encoding="utf-8")
+    attrs = parse(html).rows_attrs["tlb"][1:]
+    assert {a["data-source"] for a in attrs} == {"modelled"}
+    assert "(modelled)" in html
