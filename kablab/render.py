@@ -123,7 +123,8 @@ def central_change(an: Analysis, wl: str, metric: str, variant: str) -> tuple[st
 def workload_sections(an: Analysis, camp: Campaign) -> list[dict[str, Any]]:
     sections = []
     for wl in an.workloads:
-        metrics = [md for (w, _), md in an.metrics.items() if w == wl]
+        # the workload's own measurements; hyperfine's wrapper wall_s is in the overhead section
+        metrics = [md for (w, _), md in an.metrics.items() if w == wl and md.role != "wrapper"]
         tables = []
         for md in metrics:
             base = an.summaries.get((wl, md.metric, an.baseline))
@@ -170,7 +171,7 @@ def workload_sections(an: Analysis, camp: Campaign) -> list[dict[str, Any]]:
             "mde": f"\u00b1{c.mde_pct:.1f}%" if finite(c.mde_pct) else "n/a",
             "decision": c.decision(), "tested": c.tested,
             "cls": f"sig-{c.direction}" if c.significant else ("na" if not c.tested else ""),
-        } for c in an.comparisons if c.workload == wl]
+        } for c in an.comparisons if c.workload == wl and c.role != "wrapper"]
         verdict = an.verdict(wl)
         sections.append({
             "name": wl, "anchor": f"wl{len(sections)}", "tables": tables, "comparisons": comps,
@@ -186,6 +187,8 @@ def noise_rows(an: Analysis) -> list[dict[str, Any]]:
     rows = []
     for (wl, name), vc in an.noise.items():
         md = an.metrics[(wl, name)]
+        if md.role == "wrapper":       # hyperfine's wrapper time: provenance/overhead only
+            continue
         need = an.boots_needed.get((wl, name), {})
 
         def f(x: float, p: int = 2) -> str:
@@ -340,12 +343,27 @@ def build_context(camp: Campaign, an: Analysis) -> dict[str, Any]:
         "tcg": tcg, "tcg_banner": TCG_BANNER, "baseline": an.baseline, "variants": an.variants,
         "n_comparisons": len(an.comparisons), "invalid": camp.invalid,
         "method_note": METHOD_NOTE, "noise_rows": noise_rows(an),
-        "overhead": an.overhead,
+        "overhead": an.overhead, "wrapper_rows": wrapper_rows(an),
         "boots_per_kernel": boots_per_kernel(an), "plan_alpha": an.plan_alpha,
         "failed": camp.failed, "excluded": excluded, "directmap_rows": directmap_rows(camp),
         "failed_kernels": failed_kernels(camp),
         "dm_fields": DM_FIELDS, "dm_labels": DM_LABELS, "n_results": len(camp.results),
     }
+
+
+def wrapper_rows(an: Analysis) -> list[dict[str, Any]]:
+    """hyperfine's wall_s per workload and kernel (Gmean of per-boot values): the
+    runner wrapper's time, provenance only, never tested."""
+    rows = []
+    for (wl, name), md in an.metrics.items():
+        if md.role != "wrapper":
+            continue
+        cells = []
+        for v in an.variants:
+            s = an.summaries.get((wl, name, v))
+            cells.append("n/a" if s is None else f"{num(s.central)} s ({s.n_boots} boots)")
+        rows.append({"workload": wl, "cells": cells})
+    return rows
 
 
 def boots_per_kernel(an: Analysis) -> dict[str, str]:

@@ -51,7 +51,8 @@ def comparison_lines(an: Analysis, workload: str) -> list[str]:
     others = an.variants[1:]
     chunks = [others[i:i + per_chunk - 1] for i in range(0, max(len(others), 1), per_chunk - 1)] \
         if per_chunk > 1 else [[]]
-    metrics = [md for (wl, _), md in an.metrics.items() if wl == workload]
+    metrics = [md for (wl, _), md in an.metrics.items()
+               if wl == workload and md.role != "wrapper"]
     for chunk in chunks:
         cols = [an.baseline] + chunk
         lines.append(" " * LABEL + "".join(trunc(v, CELL - 1).rjust(CELL) for v in cols))
@@ -118,7 +119,7 @@ def summary_text(an: Analysis, ctx: dict[str, Any]) -> str:
         out.append(trunc(f"== workload: {wl} ", WIDTH).ljust(WIDTH, "=")[:WIDTH])
         if any(w == wl for (w, _) in an.metrics):
             out += comparison_lines(an, wl)
-            for c in [c for c in an.comparisons if c.workload == wl]:
+            for c in [c for c in an.comparisons if c.workload == wl and c.role != "wrapper"]:
                 out += _wrap(comparison_detail(c), "    ")
         else:
             out.append("  no successful runs")
@@ -208,6 +209,9 @@ def noise_lines(an: Analysis, ctx: dict[str, Any]) -> list[str]:
             out += _wrap(f"  {wl}: " + ", ".join(
                 f"{v} {d['median_ms']:.1f} ms ({d['median_pct_of_wall']:.1f}%)"
                 for v, d in per.items()), "    ")
+    for c in an.comparisons:
+        if c.role == "wrapper":
+            out += _wrap(f"{c.workload}:" + comparison_detail(c), "    ")
     return out
 
 

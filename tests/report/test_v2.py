@@ -169,3 +169,15 @@ def test_tlb_matrix_modelled_rows(tmp_path: Path) -> None:
     attrs = parse(html).rows_attrs["tlb"][1:]
     assert {a["data-source"] for a in attrs} == {"modelled"}
     assert "(modelled)" in html
+
+
+def test_wrapper_time_only_in_provenance_and_plots_not_green_red(synth: Path) -> None:
+    html = (synth / "index.html").read_text(encoding="utf-8")
+    prov = html.index('id="provenance"')
+    assert "wall_s" not in html[:prov].replace("wall_s</code> is never tested", "")
+    assert 'class="wrapper-wall"' in html[prov:]
+    for green_red in ("#55a868", "#c44e52"):
+        assert green_red not in html.lower()
+    txt = (synth / "summary.txt").read_text(encoding="utf-8")
+    body = txt[:txt.index("== noise and power")]
+    assert "wall_s" not in body
