@@ -45,7 +45,7 @@ def _env() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
         autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True,
-        lstrip_blocks=True)
+        lstrip_blocks=True, finalize=lambda v: "n/a" if v is None else v)
     env.filters["num"] = num
     env.filters["nz"] = nz
     env.filters["count"] = count
@@ -240,24 +240,53 @@ def tlb_tables(an: Analysis, camp: Campaign) -> list[dict[str, Any]]:
     return out
 
 
+VERSION_KEYS = {"QEMU": ("qemu_version", "qemu"), "libvirt": ("libvirt_version", "libvirt")}
+
+
+def _str(v: Any) -> str:
+    return "n/a" if v is None or v == "" else str(v)
+
+
+def _versions(r: dict[str, Any], keys: tuple[str, ...]) -> str | None:
+    for block in ("host", "tools"):
+        for k in keys:
+            v = r.get(block, {}).get(k)
+            if v:
+                return str(v)
+    return None
+
+
 def provenance(camp: Campaign, an: Analysis) -> dict[str, Any]:
+    """Per kernel: release, series and patch sha256s, Kconfig lines, config hash,
+    the cmdline the guest saw (`guest.cmdline`; build.json has no cmdline), uname;
+    host, accel, QEMU and libvirt versions where the results carry them; the
+    binaries' sha256. Missing values read "n/a", never "None"."""
     kernels = {}
     for v in an.variants:
         rs = [r for r in camp.results if r["variant"] == v]
         k = next((r["kernel"] for r in rs if r["kernel"]), {})
         kernels[v] = {
-            "kernel": k,
-            "guest_cmdlines": sorted({r["guest"].get("cmdline") or "" for r in rs}),
-            "uname": sorted({f"{r['guest'].get('uname_r')} {r['guest'].get('uname_v')}"
-                             for r in rs if r["guest"].get("uname_r")}),
-            "build_keys": sorted({r["kernel"].get("key", "?") for r in rs}),
+            "release": _str(k.get("release")),
+            "source": " ".join(x for x in (k.get("source_package"), k.get("source_version")) if x)
+            or "n/a",
+            "series": [{"name": f"{_str(p.get('series'))}/{_str(p.get('file'))}",
+                        "sha256": _str(p.get("sha256"))} for p in k.get("series") or []],
+            "kconfig": list(k.get("kconfig") or []),
+            "config": f"{_str(k.get('config_profile'))}, sha256 {_str(k.get('config_sha256'))}",
+            "compiler": _str(k.get("compiler")),
+            "guest_cmdlines": sorted({r["guest"].get("cmdline") for r in rs
+                                      if r["guest"].get("cmdline")}) or ["n/a"],
+            "uname": sorted({" ".join(x for x in (r["guest"].get("uname_r"),
+                                                  r["guest"].get("uname_v")) if x)
+                             for r in rs if r["guest"].get("uname_r")}) or ["n/a"],
+            "build_keys": sorted({_str(r["kernel"].get("key")) for r in rs}),
         }
     binaries: dict[str, set[str]] = {}
     for r in camp.results:
-        binaries.setdefault(r["workload"], set()).add(r["binary"].get("sha256") or "?")
+        binaries.setdefault(r["workload"], set()).add(_str(r["binary"].get("sha256")))
 
     def uniq(f) -> list[str]:  # type: ignore[no-untyped-def]
-        return sorted({str(f(r)) for r in camp.results})
+        return sorted({_str(f(r)) for r in camp.results}) or ["n/a"]
     order = sorted(camp.results, key=lambda r: (r.get("order_index") is None,
                                                 r.get("order_index") or 0))
     dates = [d for r in camp.results for d in (r.get("started_at"), r.get("finished_at")) if d]
@@ -268,18 +297,22 @@ def provenance(camp: Campaign, an: Analysis) -> dict[str, Any]:
         "host_cpu": uniq(lambda r: r["host"].get("cpu_model")),
         "host_kernel": uniq(lambda r: r["host"].get("kernel")),
         "hosts": uniq(lambda r: r["host"].get("name")),
-        "guest": uniq(lambda r: ", ".join(f"{k}={r['guest'].get(k)}" for k in
+        "versions": {name: uniq(lambda r, keys=keys: _versions(r, keys))
+                     for name, keys in VERSION_KEYS.items()},
+        "guest": uniq(lambda r: ", ".join(f"{k}={_str(r['guest'].get(k))}" for k in
                                           ("vcpus", "memory_mib", "machine", "cpu",
                                            "memory_backing", "vcpu_pinning"))),
-        "tools": uniq(lambda r: f"{r['tools'].get('hyperfine')}; {r['tools'].get('perf')}"),
-        "runner": uniq(lambda r: ", ".join(f"{k}={r['runner'].get(k)}" for k in
+        "tools": uniq(lambda r: f"{_str(r['tools'].get('hyperfine'))}; "
+                                f"{_str(r['tools'].get('perf'))}"),
+        "runner": uniq(lambda r: ", ".join(f"{k}={_str(r['runner'].get(k))}" for k in
                                            ("runs", "warmup", "timeout_s"))),
         "seeds": uniq(lambda r: r["campaign"].get("seed")),
         "first": min(dates) if dates else "n/a", "last": max(dates) if dates else "n/a",
-        "order": [{"order_index": r.get("order_index"), "variant": r["variant"],
+        "order": [{"order_index": _str(r.get("order_index")), "variant": r["variant"],
                    "workload": r["workload"], "block": r["block"], "status": r["status"],
-                   "host": r["host"].get("name"), "accel": r["host"].get("accel"),
-                   "started_at": r.get("started_at"), "finished_at": r.get("finished_at"),
+                   "host": _str(r["host"].get("name")), "accel": _str(r["host"].get("accel")),
+                   "started_at": _str(r.get("started_at")),
+                   "finished_at": _str(r.get("finished_at")),
                    "file": r["_file"], "warnings": r["collect"]["warnings"]} for r in order],
     }
 

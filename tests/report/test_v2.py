@@ -181,3 +181,33 @@ def test_wrapper_time_only_in_provenance_and_plots_not_green_red(synth: Path) ->
     txt = (synth / "summary.txt").read_text(encoding="utf-8")
     body = txt[:txt.index("== noise and power")]
     assert "wall_s" not in body
+
+
+def test_provenance_without_none(synth: Path, rendered: Path) -> None:
+    for camp in (synth, rendered):
+        for name in ("index.html", "summary.txt", "summary-lkp.txt"):
+            text = (camp / name).read_text(encoding="utf-8")
+            assert not re.search(r"\bNone\b", text), (camp, name)
+    html = (rendered / "index.html").read_text(encoding="utf-8")
+    prov = parse(html).tables["prov-kernels"]
+    by = {r[0]: r for r in prov[1:]}
+    assert list(by) == ["stock", "grouped", "split4k"]
+    assert "b" * 64 in by["grouped"][2] and "CONFIG_KABLAB_GROUPED=y" in by["grouped"][3]
+    assert "rodata=full" in by["split4k"][4] and "console=ttyS0" in by["stock"][4]
+    assert "#5555eeee6666ffff" in by["split4k"][1] and "sha256 " + "1111aaaa2222bbbb" * 4 \
+        in by["stock"][3]
+    assert "variant:" not in html
+
+
+def test_qemu_libvirt_versions_where_present(tmp_path: Path) -> None:
+    import json
+    camp = mc.synthetic_campaign(tmp_path / "c", seed=2, boots=2, runs=2)
+    for f in (camp / "results").glob("*/*.json"):
+        doc = json.loads(f.read_text())
+        doc["host"]["qemu_version"] = "QEMU emulator version 7.2.15"
+        doc["host"]["libvirt_version"] = "libvirt 9.0.0"
+        f.write_text(json.dumps(doc))
+    camp_l = load_campaign(camp)
+    render_campaign(camp_l)
+    html = (camp / "index.html").read_text(encoding="utf-8")
+    assert "QEMU emulator version 7.2.15" in html and "libvirt 9.0.0" in html
