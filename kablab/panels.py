@@ -61,8 +61,10 @@ def verdict_matrix(an: Analysis, anchors: dict[str, str]) -> dict[str, Any]:
 
 def verdict_matrix_text(vm: dict[str, Any], width: int = 100) -> list[str]:
     """Plain-text verdict matrix: one line per workload x kernel (fits `width`)."""
-    out = [f"Verdicts vs {vm['baseline']} (primary metric, % change positive = better, "
-           "[deciding interval], boots base/new):"]
+    out = [f"Verdicts vs {vm['baseline']} on each workload's primary metric: % change "
+           "(positive = better),"[:width],
+           "[deciding interval], marker only when flagged, boots base/new; n.s. = no clear "
+           "change."]
     if not vm["cols"]:
         return out + ["  no comparison: only one kernel"]
     for r in vm["rows"]:
@@ -72,10 +74,10 @@ def verdict_matrix_text(vm: dict[str, Any], width: int = 100) -> list[str]:
         out.append(head[:width])
         for v, c in zip(vm["cols"], r["cells"]):
             if c["tested"]:
-                line = (f"    {v:<14} {c['pct']:>8} {c['interval']:<18} "
+                line = (f"    {v:<10} {c['pct']:>8} {c['interval']:<17} "
                         f"{(c['mark'] or '-'):<9} {c['boots']}")
                 if c["note"]:
-                    line += f"  ({c['note']})"
+                    line += "  " + c["note"].replace("no clear change; ", "n.s., ")
             else:
                 line = f"    {v:<14} {c['text']}"
             out.append(line if len(line) <= width else line[:width - 1] + "~")

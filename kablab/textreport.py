@@ -10,7 +10,7 @@ import textwrap
 from typing import Any
 
 from .fmt import STAT_ROWS, finite, num, pct, trunc
-from .panels import tlb_matrix_text
+from .panels import tlb_matrix_text, verdict_matrix_text
 from .stats import Analysis, Comparison, Summary
 
 WIDTH = 100
@@ -105,6 +105,12 @@ def summary_text(an: Analysis, ctx: dict[str, Any]) -> str:
         out += _wrap("!! " + ctx["tcg_banner"], "   ")
     out += _wrap(f"Baseline: {an.baseline}. Boots per kernel: " + ", ".join(
         f"{v} {n}" for v, n in ctx["boots_per_kernel"].items()) + ".")
+    out.append("")
+    out.append("== verdicts ".ljust(WIDTH, "="))
+    out += verdict_matrix_text(ctx["verdict_matrix"], WIDTH)
+    out.append("")
+    out += directmap_lines(ctx["directmap_rows"])
+    out.append("")
     out += _wrap("Method: " + ctx["method_note"])
     out += _wrap("Tables: Min/Stddev/CoeffVar/Max are over all runs, descriptive only, (x.xx%) vs "
                  "the baseline with positive = better; Gmean is the tested quantity (geometric "
@@ -151,7 +157,6 @@ def summary_text(an: Analysis, ctx: dict[str, Any]) -> str:
     out.append("== TLB misses ".ljust(WIDTH, "="))
     out += tlb_matrix_text(ctx["tlb_matrix"], WIDTH)
     out.append("")
-    out += directmap_lines(ctx["directmap_rows"])
     return "\n".join(line.rstrip() for line in out) + "\n"
 
 

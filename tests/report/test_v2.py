@@ -211,3 +211,15 @@ def test_qemu_libvirt_versions_where_present(tmp_path: Path) -> None:
     render_campaign(camp_l)
     html = (camp / "index.html").read_text(encoding="utf-8")
     assert "QEMU emulator version 7.2.15" in html and "libvirt 9.0.0" in html
+
+
+def test_summary_txt_starts_with_matrix_and_direct_map(synth: Path) -> None:
+    txt = (synth / "summary.txt").read_text(encoding="utf-8")
+    lines = txt.splitlines()
+    assert all(len(ln) <= 100 for ln in lines)
+    assert not any(ln.strip() == "SIGNIFICANT" for ln in lines)
+    head = txt[:txt.index("== workload:")]
+    assert head.index("== verdicts") < head.index("== direct map per boot") < head.index("Method:")
+    assert re.search(r"grouped\s+[+-]\d+\.\d\d% \[[^]]+\]\s+\u25bc worse\s+8/8 boots", head)
+    assert re.search(r"split4k\s+block 0\s+2097152\s+0\s+0\s+0\s+0\s+4096\s+2048", head)
+    assert "Min      time_s" in txt and "Gmean    time_s" in txt     # compare-kernels tables
