@@ -223,3 +223,34 @@ def test_summary_txt_starts_with_matrix_and_direct_map(synth: Path) -> None:
     assert re.search(r"grouped\s+[+-]\d+\.\d\d% \[[^]]+\]\s+\u25bc worse\s+8/8 boots", head)
     assert re.search(r"split4k\s+block 0\s+2097152\s+0\s+0\s+0\s+0\s+4096\s+2048", head)
     assert "Min      time_s" in txt and "Gmean    time_s" in txt     # compare-kernels tables
+
+
+def test_compare_cli_names_colliding_kernels(tmp_path: Path) -> None:
+    import json
+    import subprocess
+    import sys
+    a = mc.synthetic_campaign(tmp_path / "a", seed=1, boots=3, runs=2,
+                              variants=("stock", "grouped"))
+    b = mc.synthetic_campaign(tmp_path / "b", seed=2, boots=3, runs=2,
+                              variants=("stock", "split4k"), directmap=True)
+    out = tmp_path / "out"
+    p = subprocess.run([sys.executable, "-m", "kablab.compare", str(a), str(b), "--out",
+                        str(out)], cwd=mc.REPO, capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    merged = json.loads((out / "results.json").read_text())
+    assert merged["variants"] == ["synthetic-1:stock", "grouped", "synthetic-2:stock", "split4k"]
+    assert merged["baseline"] == "synthetic-1:stock"
+    html = (out / "index.html").read_text(encoding="utf-8")
+    vm = parse(html).tables["verdict-matrix"]
+    assert vm[0][2:] == ["grouped", "synthetic-2:stock", "split4k"]
+    assert all(len(r) == 5 for r in vm)
+    # same statistics: A's own comparison is unchanged by merging B in
+    from kablab.stats import analyse
+    alone = {(c.workload, c.metric): c.pct for c in analyse(load_campaign(a)).comparisons
+             if c.tested and c.primary}
+    both = {(c["workload"], c["metric"]): c["pct"] for c in merged["analysis"]["comparisons"]
+            if c["variant"] == "grouped" and c["tested"] and c["primary"]}
+    assert alone == pytest.approx(both)
+    assert (p2 := subprocess.run([sys.executable, "-m", "kablab.compare", str(a),
+                                  str(tmp_path / "nope"), "--out", str(out)], cwd=mc.REPO,
+                                 capture_output=True, text=True)).returncode == 1, p2.stderr
