@@ -254,3 +254,24 @@ def test_compare_cli_names_colliding_kernels(tmp_path: Path) -> None:
     assert (p2 := subprocess.run([sys.executable, "-m", "kablab.compare", str(a),
                                   str(tmp_path / "nope"), "--out", str(out)], cwd=mc.REPO,
                                  capture_output=True, text=True)).returncode == 1, p2.stderr
+
+
+def test_browser_first_screen(synth: Path, tmp_path: Path) -> None:
+    """Headless Chromium: #verdict-matrix is in the first screen; no console errors;
+    the screenshot of the first screen stays in the test's tmp dir."""
+    import shutil
+    from kablabtest import console_lines, report_probe, report_screenshot
+    if shutil.which("chromium") is None:
+        pytest.skip("chromium not installed")
+    shot = tmp_path / "first-screen.png"
+    p = report_screenshot(synth / "index.html", shot)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert console_lines(p.stderr) == []
+    probe = report_probe(synth / "index.html", tmp_path / "probe")
+    assert probe["visible"] and 0 <= probe["top"] < probe["height"] / 2
+    assert probe["bottom"] <= probe["height"]
+    assert probe["matrix"][0][2:] == ["grouped", "split4k"]
+    assert len(probe["matrix"]) == 1 + len(mc.SYNTH_WORKLOADS)
+    assert {d["variant"] for d in probe["dm"]} == set(KERNELS)
+    assert "(0.00%)" not in probe["text"] and not re.search(r"\bNone\b", probe["provenance"])
