@@ -275,3 +275,20 @@ def test_browser_first_screen(synth: Path, tmp_path: Path) -> None:
     assert len(probe["matrix"]) == 1 + len(mc.SYNTH_WORKLOADS)
     assert {d["variant"] for d in probe["dm"]} == set(KERNELS)
     assert "(0.00%)" not in probe["text"] and not re.search(r"\bNone\b", probe["provenance"])
+
+
+def test_tlb_per_operation_where_the_workload_counts_operations(tmp_path: Path) -> None:
+    import json
+    camp = mc.synthetic_campaign(tmp_path / "c", seed=4, boots=3, runs=2,
+                                 variants=("stock", "split4k"), perf=True,
+                                 workloads=("hackbench", "syscall-mix"))
+    for f in (camp / "results").glob("*/syscall-mix-*.json"):
+        doc = json.loads(f.read_text())
+        for run in doc["runs"]:
+            run["metrics"]["iterations"] = {"value": 1000.0, "unit": "ops", "better": "higher"}
+        f.write_text(json.dumps(doc))
+    render_campaign(load_campaign(camp))
+    html = (camp / "index.html").read_text(encoding="utf-8")
+    rows = {(a["data-workload"], a["data-measure"]) for a in parse(html).rows_attrs["tlb"][1:]}
+    assert ("syscall-mix", "dTLB misses/op") in rows and ("syscall-mix", "iTLB misses/op") in rows
+    assert ("hackbench", "dTLB misses/op") not in rows
