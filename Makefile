@@ -9,7 +9,7 @@ ARGS        ?=
 # Kernel builds cache-prune keeps per variant and profile.
 KEEP        ?= 1
 
-.PHONY: all bootstrap setup kernels smoke campaign full report test check lint clean-domains cache-prune
+.PHONY: all bootstrap setup kernels smoke campaign full report compare test check lint clean-domains cache-prune
 
 all: smoke
 
@@ -37,6 +37,11 @@ full:
 
 report:
 	$(PLAYBOOK) playbooks/report.yml
+
+# One report over two campaigns: make compare A=reports/<id1> B=reports/<id2> OUT=reports/cmp
+OUT ?= reports/compare
+compare:
+	$(PYTHON) -m kablab.compare $(A) $(B) --out $(OUT)
 
 lint: bootstrap
 	yamllint -s .

@@ -31,9 +31,10 @@ def pct(v: float | None, width: int = 7) -> str:
 
 
 def count(v: float | None) -> str:
-    """Counter value for the perf tables: n/a when unsupported (never 0)."""
+    """Counter value for the perf tables: "not supported" when perf reported
+    <not supported>/<not counted> (never 0)."""
     if v is None:
-        return "n/a (no PMU)"
+        return "not supported"
     if abs(v) >= 1e4:
         return f"{v:,.0f}"
     return f"{v:.2f}"

@@ -23,7 +23,8 @@ matplotlib.rcParams.update({
     "grid.alpha": 0.3,
 })
 
-COLORS = ["#4c72b0", "#dd8452", "#55a868", "#c44e52", "#8172b3", "#937860"]
+# Kernels never get green or red (those mean better/worse in the tables).
+COLORS = ["#4c72b0", "#dd8452", "#8172b3", "#937860", "#da8bc3", "#8c8c8c"]
 
 
 def _svg(fig: plt.Figure) -> str:
@@ -44,7 +45,7 @@ def distribution_svg(workload: str, metrics: list[MetricData], variants: list[st
     n = len(metrics)
     ncols = min(3, n)
     nrows = math.ceil(n / ncols)
-    fig, axes = plt.subplots(nrows, ncols, figsize=(3.6 * ncols, 2.7 * nrows), squeeze=False)
+    fig, axes = plt.subplots(nrows, ncols, figsize=(3.3 * ncols, 2.3 * nrows), squeeze=False)
     rng = np.random.default_rng(0)
     for ax, md in zip(axes.flat, metrics):
         present = [v for v in variants if md.boots.get(v)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -14,54 +15,91 @@ import jinja2
 from . import __version__
 from .fmt import STAT_ROWS, count, finite, num, pct
 from .load import Campaign
+from .panels import tlb_matrix, verdict_matrix
 from .plots import distribution_svg, forest_svg
-from .stats import METHOD_NOTE, TLB_EVENTS, Analysis, analyse, pct_change, perf_summary
+from .stats import (METHOD_NOTE, TLB_EVENTS, Analysis, _clean, analyse, boot_id, pct_change,
+                    perf_summary)
 from .textreport import lkp_text, row_change, summary_text
 from .util import atomic_write_json, atomic_write_text
 
 TCG_BANNER = ("Emulated CPU (TCG): timings do not reflect hardware TLB behaviour; "
               "direct-map state is real")
 DM_FIELDS = ("DirectMap4k", "DirectMap2M", "DirectMap1G", "direct_map_level2_splits",
-             "direct_map_level3_splits", "PageTables", "nr_page_table_pages")
-DM_LABELS = {"DirectMap4k": "DirectMap 4k kB", "DirectMap2M": "DirectMap 2M kB",
-             "DirectMap1G": "DirectMap 1G kB", "direct_map_level2_splits": "level2 splits",
-             "direct_map_level3_splits": "level3 splits", "PageTables": "PageTables kB",
-             "nr_page_table_pages": "nr_page_ table_pages"}
+             "direct_map_level3_splits")
+DM_LABELS = {"DirectMap4k": "DirectMap4k kB", "DirectMap2M": "DirectMap2M kB",
+             "DirectMap1G": "DirectMap1G kB", "direct_map_level2_splits": "level-2 splits",
+             "direct_map_level3_splits": "level-3 splits"}
 CSV_FIELDS = ("campaign", "variant", "workload", "block", "order_index", "host", "accel",
               "run_index", "exit_code", "included", "source", "metric", "value", "unit",
               "better", "supported")
+
+
+def nz(v: Any, fmt: str | None = None) -> str:
+    """A value for a cell: "n/a" for None/NaN (never "None"), else fmt % v or str(v)."""
+    if v is None or (isinstance(v, float) and not finite(v)):
+        return "n/a"
+    return fmt % v if fmt else str(v)
 
 
 def _env() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(Path(__file__).parent / "templates")),
         autoescape=True, undefined=jinja2.StrictUndefined, trim_blocks=True,
-        lstrip_blocks=True)
+        lstrip_blocks=True, finalize=lambda v: "n/a" if v is None else v)
     env.filters["num"] = num
+    env.filters["nz"] = nz
     env.filters["count"] = count
     return env
 
 
+PT_PAGE_KIB = 4
+
+
 def dm_cost_kib(state: dict[str, Any]) -> int | None:
-    """Direct-map page-table cost = (level2 + level3 splits) x 4 KiB."""
-    l2, l3 = state.get("direct_map_level2_splits"), state.get("direct_map_level3_splits")
-    if l2 is None and l3 is None:
+    """Page-table memory the direct map costs, KiB: one 4 KiB page table (PTE page)
+    maps 2 MiB of 4k pages and one (PMD page) maps 1 GiB of 2M pages, so
+    ceil(DirectMap4k / 2048 kB) + ceil(DirectMap2M / 1048576 kB) pages x 4 KiB.
+    1G mappings live in the PUD pages, shared with the rest of the kernel: not
+    counted. /proc/meminfo `PageTables:` does not include these pages. None when
+    DirectMap4k and DirectMap2M are both unknown."""
+    k4, m2 = state.get("DirectMap4k"), state.get("DirectMap2M")
+    if k4 is None and m2 is None:
         return None
-    return ((l2 or 0) + (l3 or 0)) * 4
+    pages = -(-(k4 or 0) // 2048) + -(-(m2 or 0) // 1048576)
+    return pages * PT_PAGE_KIB
 
 
 def directmap_rows(camp: Campaign) -> list[dict[str, Any]]:
+    """One row per boot (variant, boot): the state after boot (the first block's
+    `directmap.before`) and after the workload set (the last block's
+    `directmap.after`), blocks ordered by order_index; the page-table cost of
+    each and per GiB of guest RAM (guest.memory_mib)."""
+    variants = camp.variants()
+    boots: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in camp.results:
+        boots.setdefault((r["variant"], boot_id(r)), []).append(r)
     rows = []
-    for r in sorted(camp.results, key=lambda r: (r["workload"], camp.variants().index(r["variant"]),
-                                                 r["block"])):
-        b, a = r["directmap"]["before"], r["directmap"]["after"]
+    for (variant, bid), rs in boots.items():
+        rs.sort(key=lambda r: (r.get("order_index") is None, r.get("order_index") or 0,
+                               r.get("started_at") or "", r["workload"]))
+        b, a = rs[0]["directmap"]["before"], rs[-1]["directmap"]["after"]
         if all(v is None for v in list(b.values()) + list(a.values())):
             continue
+        mems = {r["guest"].get("memory_mib") for r in rs} - {None}
+        mem = mems.pop() if len(mems) == 1 else None
         cb, ca = dm_cost_kib(b), dm_cost_kib(a)
-        rows.append({"workload": r["workload"], "variant": r["variant"], "block": r["block"],
-                     "status": r["status"], "before": b, "after": a,
-                     "cost_before_kib": cb, "cost_after_kib": ca,
-                     "cost_delta_kib": ca - cb if ca is not None and cb is not None else None})
+
+        def per_gib(c: int | None) -> float | None:
+            return None if c is None or not mem else c / (mem / 1024.0)
+        rows.append({"variant": variant, "boot": bid, "round": min(r["block"] for r in rs),
+                     "blocks": len(rs), "failed": sum(r["status"] != "ok" for r in rs),
+                     "workloads": [r["workload"] for r in rs], "memory_mib": mem,
+                     "before": b, "after": a, "cost_before_kib": cb, "cost_after_kib": ca,
+                     "cost_per_gib_before_kib": per_gib(cb),
+                     "cost_per_gib_after_kib": per_gib(ca)})
+    rank = {v: i for i, v in enumerate(variants)}
+    rows.sort(key=lambda d: (rank.get(d["variant"], len(rank)), d["variant"], d["round"],
+                             d["boot"]))
     return rows
 
 
@@ -85,7 +123,8 @@ def central_change(an: Analysis, wl: str, metric: str, variant: str) -> tuple[st
 def workload_sections(an: Analysis, camp: Campaign) -> list[dict[str, Any]]:
     sections = []
     for wl in an.workloads:
-        metrics = [md for (w, _), md in an.metrics.items() if w == wl]
+        # the workload's own measurements; hyperfine's wrapper wall_s is in the overhead section
+        metrics = [md for (w, _), md in an.metrics.items() if w == wl and md.role != "wrapper"]
         tables = []
         for md in metrics:
             base = an.summaries.get((wl, md.metric, an.baseline))
@@ -132,7 +171,7 @@ def workload_sections(an: Analysis, camp: Campaign) -> list[dict[str, Any]]:
             "mde": f"\u00b1{c.mde_pct:.1f}%" if finite(c.mde_pct) else "n/a",
             "decision": c.decision(), "tested": c.tested,
             "cls": f"sig-{c.direction}" if c.significant else ("na" if not c.tested else ""),
-        } for c in an.comparisons if c.workload == wl]
+        } for c in an.comparisons if c.workload == wl and c.role != "wrapper"]
         verdict = an.verdict(wl)
         sections.append({
             "name": wl, "anchor": f"wl{len(sections)}", "tables": tables, "comparisons": comps,
@@ -144,28 +183,12 @@ def workload_sections(an: Analysis, camp: Campaign) -> list[dict[str, Any]]:
     return sections
 
 
-def verdict_rows(an: Analysis) -> list[dict[str, Any]]:
-    """The first screen: per workload, each kernel's verdict on the primary metric."""
-    rows = []
-    for wl in an.workloads:
-        cells = []
-        for v in an.variants[1:]:
-            text, cls = an.headline(wl, v)
-            cells.append({"text": text, "cls": cls})
-        second = [f"{c.variant}: {c.metric} {c.pct:+.2f}% {c.interval()} {c.direction}"
-                  for c in an.comparisons
-                  if c.workload == wl and not c.primary and c.significant]
-        pm = an.primaries.get(wl, {})
-        rows.append({"workload": wl, "primary": pm.get("metric", "none"),
-                     "primary_source": pm.get("source", ""), "cells": cells,
-                     "secondary": second})
-    return rows
-
-
 def noise_rows(an: Analysis) -> list[dict[str, Any]]:
     rows = []
     for (wl, name), vc in an.noise.items():
         md = an.metrics[(wl, name)]
+        if md.role == "wrapper":       # hyperfine's wrapper time: provenance/overhead only
+            continue
         need = an.boots_needed.get((wl, name), {})
 
         def f(x: float, p: int = 2) -> str:
@@ -217,24 +240,53 @@ def tlb_tables(an: Analysis, camp: Campaign) -> list[dict[str, Any]]:
     return out
 
 
+VERSION_KEYS = {"QEMU": ("qemu_version", "qemu"), "libvirt": ("libvirt_version", "libvirt")}
+
+
+def _str(v: Any) -> str:
+    return "n/a" if v is None or v == "" else str(v)
+
+
+def _versions(r: dict[str, Any], keys: tuple[str, ...]) -> str | None:
+    for block in ("host", "tools"):
+        for k in keys:
+            v = r.get(block, {}).get(k)
+            if v:
+                return str(v)
+    return None
+
+
 def provenance(camp: Campaign, an: Analysis) -> dict[str, Any]:
+    """Per kernel: release, series and patch sha256s, Kconfig lines, config hash,
+    the cmdline the guest saw (`guest.cmdline`; build.json has no cmdline), uname;
+    host, accel, QEMU and libvirt versions where the results carry them; the
+    binaries' sha256. Missing values read "n/a", never "None"."""
     kernels = {}
     for v in an.variants:
         rs = [r for r in camp.results if r["variant"] == v]
         k = next((r["kernel"] for r in rs if r["kernel"]), {})
         kernels[v] = {
-            "kernel": k,
-            "guest_cmdlines": sorted({r["guest"].get("cmdline") or "" for r in rs}),
-            "uname": sorted({f"{r['guest'].get('uname_r')} {r['guest'].get('uname_v')}"
-                             for r in rs if r["guest"].get("uname_r")}),
-            "build_keys": sorted({r["kernel"].get("key", "?") for r in rs}),
+            "release": _str(k.get("release")),
+            "source": " ".join(x for x in (k.get("source_package"), k.get("source_version")) if x)
+            or "n/a",
+            "series": [{"name": f"{_str(p.get('series'))}/{_str(p.get('file'))}",
+                        "sha256": _str(p.get("sha256"))} for p in k.get("series") or []],
+            "kconfig": list(k.get("kconfig") or []),
+            "config": f"{_str(k.get('config_profile'))}, sha256 {_str(k.get('config_sha256'))}",
+            "compiler": _str(k.get("compiler")),
+            "guest_cmdlines": sorted({r["guest"].get("cmdline") for r in rs
+                                      if r["guest"].get("cmdline")}) or ["n/a"],
+            "uname": sorted({" ".join(x for x in (r["guest"].get("uname_r"),
+                                                  r["guest"].get("uname_v")) if x)
+                             for r in rs if r["guest"].get("uname_r")}) or ["n/a"],
+            "build_keys": sorted({_str(r["kernel"].get("key")) for r in rs}),
         }
     binaries: dict[str, set[str]] = {}
     for r in camp.results:
-        binaries.setdefault(r["workload"], set()).add(r["binary"].get("sha256") or "?")
+        binaries.setdefault(r["workload"], set()).add(_str(r["binary"].get("sha256")))
 
     def uniq(f) -> list[str]:  # type: ignore[no-untyped-def]
-        return sorted({str(f(r)) for r in camp.results})
+        return sorted({_str(f(r)) for r in camp.results}) or ["n/a"]
     order = sorted(camp.results, key=lambda r: (r.get("order_index") is None,
                                                 r.get("order_index") or 0))
     dates = [d for r in camp.results for d in (r.get("started_at"), r.get("finished_at")) if d]
@@ -245,18 +297,22 @@ def provenance(camp: Campaign, an: Analysis) -> dict[str, Any]:
         "host_cpu": uniq(lambda r: r["host"].get("cpu_model")),
         "host_kernel": uniq(lambda r: r["host"].get("kernel")),
         "hosts": uniq(lambda r: r["host"].get("name")),
-        "guest": uniq(lambda r: ", ".join(f"{k}={r['guest'].get(k)}" for k in
+        "versions": {name: uniq(lambda r, keys=keys: _versions(r, keys))
+                     for name, keys in VERSION_KEYS.items()},
+        "guest": uniq(lambda r: ", ".join(f"{k}={_str(r['guest'].get(k))}" for k in
                                           ("vcpus", "memory_mib", "machine", "cpu",
                                            "memory_backing", "vcpu_pinning"))),
-        "tools": uniq(lambda r: f"{r['tools'].get('hyperfine')}; {r['tools'].get('perf')}"),
-        "runner": uniq(lambda r: ", ".join(f"{k}={r['runner'].get(k)}" for k in
+        "tools": uniq(lambda r: f"{_str(r['tools'].get('hyperfine'))}; "
+                                f"{_str(r['tools'].get('perf'))}"),
+        "runner": uniq(lambda r: ", ".join(f"{k}={_str(r['runner'].get(k))}" for k in
                                            ("runs", "warmup", "timeout_s"))),
         "seeds": uniq(lambda r: r["campaign"].get("seed")),
         "first": min(dates) if dates else "n/a", "last": max(dates) if dates else "n/a",
-        "order": [{"order_index": r.get("order_index"), "variant": r["variant"],
+        "order": [{"order_index": _str(r.get("order_index")), "variant": r["variant"],
                    "workload": r["workload"], "block": r["block"], "status": r["status"],
-                   "host": r["host"].get("name"), "accel": r["host"].get("accel"),
-                   "started_at": r.get("started_at"), "finished_at": r.get("finished_at"),
+                   "host": _str(r["host"].get("name")), "accel": _str(r["host"].get("accel")),
+                   "started_at": _str(r.get("started_at")),
+                   "finished_at": _str(r.get("finished_at")),
                    "file": r["_file"], "warnings": r["collect"]["warnings"]} for r in order],
     }
 
@@ -320,12 +376,27 @@ def build_context(camp: Campaign, an: Analysis) -> dict[str, Any]:
         "tcg": tcg, "tcg_banner": TCG_BANNER, "baseline": an.baseline, "variants": an.variants,
         "n_comparisons": len(an.comparisons), "invalid": camp.invalid,
         "method_note": METHOD_NOTE, "noise_rows": noise_rows(an),
-        "verdict_rows": verdict_rows(an), "overhead": an.overhead,
+        "overhead": an.overhead, "wrapper_rows": wrapper_rows(an),
         "boots_per_kernel": boots_per_kernel(an), "plan_alpha": an.plan_alpha,
         "failed": camp.failed, "excluded": excluded, "directmap_rows": directmap_rows(camp),
         "failed_kernels": failed_kernels(camp),
         "dm_fields": DM_FIELDS, "dm_labels": DM_LABELS, "n_results": len(camp.results),
     }
+
+
+def wrapper_rows(an: Analysis) -> list[dict[str, Any]]:
+    """hyperfine's wall_s per workload and kernel (Gmean of per-boot values): the
+    runner wrapper's time, provenance only, never tested."""
+    rows = []
+    for (wl, name), md in an.metrics.items():
+        if md.role != "wrapper":
+            continue
+        cells = []
+        for v in an.variants:
+            s = an.summaries.get((wl, name, v))
+            cells.append("n/a" if s is None else f"{num(s.central)} s ({s.n_boots} boots)")
+        rows.append({"workload": wl, "cells": cells})
+    return rows
 
 
 def boots_per_kernel(an: Analysis) -> dict[str, str]:
@@ -343,7 +414,10 @@ def render_campaign(camp: Campaign, out_dir: str | Path | None = None) -> dict[s
     out = Path(out_dir or camp.root)
     an = analyse(camp)
     ctx = build_context(camp, an)
-    ctx.update({"sections": workload_sections(an, camp), "forest": forest_svg(an),
+    sections = workload_sections(an, camp)
+    ctx["verdict_matrix"] = verdict_matrix(an, {s["name"]: s["anchor"] for s in sections})
+    ctx["tlb_matrix"] = tlb_matrix(camp, an)
+    ctx.update({"sections": sections, "forest": forest_svg(an),
                 "tlb": tlb_tables(an, camp), "prov": provenance(camp, an),
                 "verdicts": [(wl, an.verdict(wl)) for wl in an.workloads]})
     html = _env().get_template("report.html.j2").render(**ctx)
@@ -364,6 +438,10 @@ def render_campaign(camp: Campaign, out_dir: str | Path | None = None) -> dict[s
                           for r in camp.failed],
         "analysis": an.to_json(),
         "directmap": ctx["directmap_rows"],
+        "tlb": {"rows": [{"workload": r["workload"], "measure": r["measure"],
+                          "source": r["source"]} for r in ctx["tlb_matrix"]["rows"]],
+                "comparisons": [dict(_clean(asdict(c)), n_boots=c.n_boots)
+                                for c in ctx["tlb_matrix"]["comparisons"]]},
         "rows": rows,
         "results": [dict({k: v for k, v in r.items() if k != "_file"}, file=r["_file"])
                     for r in camp.results],

@@ -10,6 +10,7 @@ import textwrap
 from typing import Any
 
 from .fmt import STAT_ROWS, finite, num, pct, trunc
+from .panels import tlb_matrix_text, verdict_matrix_text
 from .stats import Analysis, Comparison, Summary
 
 WIDTH = 100
@@ -50,7 +51,8 @@ def comparison_lines(an: Analysis, workload: str) -> list[str]:
     others = an.variants[1:]
     chunks = [others[i:i + per_chunk - 1] for i in range(0, max(len(others), 1), per_chunk - 1)] \
         if per_chunk > 1 else [[]]
-    metrics = [md for (wl, _), md in an.metrics.items() if wl == workload]
+    metrics = [md for (wl, _), md in an.metrics.items()
+               if wl == workload and md.role != "wrapper"]
     for chunk in chunks:
         cols = [an.baseline] + chunk
         lines.append(" " * LABEL + "".join(trunc(v, CELL - 1).rjust(CELL) for v in cols))
@@ -103,6 +105,12 @@ def summary_text(an: Analysis, ctx: dict[str, Any]) -> str:
         out += _wrap("!! " + ctx["tcg_banner"], "   ")
     out += _wrap(f"Baseline: {an.baseline}. Boots per kernel: " + ", ".join(
         f"{v} {n}" for v, n in ctx["boots_per_kernel"].items()) + ".")
+    out.append("")
+    out.append("== verdicts ".ljust(WIDTH, "="))
+    out += verdict_matrix_text(ctx["verdict_matrix"], WIDTH)
+    out.append("")
+    out += directmap_lines(ctx["directmap_rows"])
+    out.append("")
     out += _wrap("Method: " + ctx["method_note"])
     out += _wrap("Tables: Min/Stddev/CoeffVar/Max are over all runs, descriptive only, (x.xx%) vs "
                  "the baseline with positive = better; Gmean is the tested quantity (geometric "
@@ -117,7 +125,7 @@ def summary_text(an: Analysis, ctx: dict[str, Any]) -> str:
         out.append(trunc(f"== workload: {wl} ", WIDTH).ljust(WIDTH, "=")[:WIDTH])
         if any(w == wl for (w, _) in an.metrics):
             out += comparison_lines(an, wl)
-            for c in [c for c in an.comparisons if c.workload == wl]:
+            for c in [c for c in an.comparisons if c.workload == wl and c.role != "wrapper"]:
                 out += _wrap(comparison_detail(c), "    ")
         else:
             out.append("  no successful runs")
@@ -146,33 +154,42 @@ def summary_text(an: Analysis, ctx: dict[str, Any]) -> str:
                 for ln in f[key].splitlines()[-5:]:
                     out.append(trunc("      " + ln, WIDTH))
     out.append("")
-    out.append("== TLB counters (perf stat means; n/a = not supported, no PMU) ".ljust(WIDTH, "="))
-    out.append(f"{'workload':<22}{'kernel':<10}{'dTLB-loads':>13}{'dTLB-misses':>13}{'rate':>8}"
-               f"{'iTLB-loads':>13}{'iTLB-misses':>13}{'rate':>8}")
-    for t in ctx.get("tlb", []):
-        for r in t["rows"]:
-            c = [x["text"].replace("n/a (no PMU)", "n/a").replace(" %", "%") for x in r["cells"]]
-            out.append(trunc(f"{trunc(t['workload'], 21):<22}{trunc(r['variant'], 9):<10}"
-                             f"{c[0]:>13}{c[1]:>13}{c[2]:>8}{c[3]:>13}{c[4]:>13}{c[5]:>8}",
-                             WIDTH))
+    out.append("== TLB misses ".ljust(WIDTH, "="))
+    out += tlb_matrix_text(ctx["tlb_matrix"], WIDTH)
     out.append("")
-    out.append("== direct map (after block; cost = (level2+level3 splits) x 4 KiB) ".ljust(
-        WIDTH, "="))
-    out.append(f"{'workload':<22}{'kernel':<10}{'blk':>4}{'4k kB':>11}{'2M kB':>11}"
-               f"{'1G kB':>11}{'l2spl':>7}{'l3spl':>7}{'PT kB':>8}{'cost KiB':>9}")
-    for d in ctx["directmap_rows"]:
-        a = d["after"]
-
-        def g(k: str, w: int) -> str:
-            v = a.get(k)
-            return ("n/a" if v is None else str(v)).rjust(w)
-        cost = "n/a" if d["cost_after_kib"] is None else str(d["cost_after_kib"])
-        out.append(trunc(f"{trunc(d['workload'], 21):<22}{trunc(d['variant'], 9):<10}"
-                         f"{d['block']:>4}{g('DirectMap4k', 11)}{g('DirectMap2M', 11)}"
-                         f"{g('DirectMap1G', 11)}{g('direct_map_level2_splits', 7)}"
-                         f"{g('direct_map_level3_splits', 7)}{g('PageTables', 8)}{cost:>9}",
-                         WIDTH))
     return "\n".join(line.rstrip() for line in out) + "\n"
+
+
+def directmap_lines(rows: list[dict[str, Any]]) -> list[str]:
+    """Direct map per boot, after boot -> after the workload set; page-table cost =
+    (ceil(DirectMap4k / 2048 kB) + ceil(DirectMap2M / 1048576 kB)) x 4 KiB."""
+    out = ["== direct map per boot (after boot -> after workloads) ".ljust(WIDTH, "=")]
+    out += _wrap("PT cost = (ceil(DirectMap4k/2048 kB) + ceil(DirectMap2M/1048576 kB)) x 4 KiB: "
+                 "one page table per 2 MiB of 4k mappings and one per 1 GiB of 2M mappings "
+                 "(not in PageTables:); /GiB = per GiB of guest RAM.")
+    out.append(f"{'kernel':<12}{'boot':<9}{'4k kB':>19}{'2M kB':>19}{'1G kB':>9}"
+               f"{'l2spl':>8}{'l3spl':>6}{'PT KiB':>12}{'/GiB':>6}")
+    if not rows:
+        out.append("  no direct-map state recorded")
+
+    def g(d: dict[str, Any], k: str, w: int) -> str:
+        b, a = d["before"].get(k), d["after"].get(k)
+        s = "n/a" if b is None else str(b)
+        if a != b:
+            s += "->" + ("n/a" if a is None else str(a))
+        return s.rjust(w)
+    for d in rows:
+        cb, ca = d["cost_before_kib"], d["cost_after_kib"]
+        cost = "n/a" if cb is None else str(cb)
+        if ca != cb:
+            cost += "->" + ("n/a" if ca is None else str(ca))
+        pg = d["cost_per_gib_after_kib"]
+        out.append(trunc(f"{trunc(d['variant'], 11):<12}{trunc(d['boot'], 8):<9}"
+                         f"{g(d, 'DirectMap4k', 19)}{g(d, 'DirectMap2M', 19)}"
+                         f"{g(d, 'DirectMap1G', 9)}{g(d, 'direct_map_level2_splits', 8)}"
+                         f"{g(d, 'direct_map_level3_splits', 6)}{cost:>12}"
+                         f"{'n/a' if pg is None else f'{pg:.0f}':>6}", WIDTH))
+    return out
 
 
 def noise_lines(an: Analysis, ctx: dict[str, Any]) -> list[str]:
@@ -197,6 +214,9 @@ def noise_lines(an: Analysis, ctx: dict[str, Any]) -> list[str]:
             out += _wrap(f"  {wl}: " + ", ".join(
                 f"{v} {d['median_ms']:.1f} ms ({d['median_pct_of_wall']:.1f}%)"
                 for v, d in per.items()), "    ")
+    for c in an.comparisons:
+        if c.role == "wrapper":
+            out += _wrap(f"{c.workload}:" + comparison_detail(c), "    ")
     return out
 
 

@@ -65,3 +65,77 @@ def record_case(case: str, injected: str, seen: str, kept: str) -> None:
     _CASES.append({"case": case, "injected": injected, "seen": seen, "kept": kept})
 
 
+
+
+# --- headless Chromium (report tests): shared by tests/report and tests/test_campaign.py ---
+CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+                  "--no-first-run", "--disable-background-networking",
+                  "--disable-component-update", "--disable-sync"]
+FIRST_SCREEN = "--window-size=1280,900"
+# Injected into a COPY of the report (the report itself runs no script): records the
+# first screen's geometry and the panels' content in <body data-probe="JSON">.
+PROBE_JS = """<script>
+(function () {
+  var t = document.getElementById('verdict-matrix');
+  var r = t ? t.getBoundingClientRect() : null;
+  var cells = function (sel) {
+    return Array.prototype.map.call(document.querySelectorAll(sel + ' tr'), function (tr) {
+      return Array.prototype.map.call(tr.cells, function (c) { return c.innerText.trim(); });
+    });
+  };
+  var dm = Array.prototype.map.call(
+    document.querySelectorAll('#direct-map tr[data-variant]'),
+    function (tr) { return Object.assign({}, tr.dataset); });
+  var prov = document.getElementById('provenance');
+  var provText = '';
+  for (var n = prov; n; n = n.nextElementSibling) { provText += n.innerText + '\\n'; }
+  document.body.setAttribute('data-probe', JSON.stringify({
+    top: r && r.top, bottom: r && r.bottom, height: window.innerHeight,
+    visible: !!(t && t.offsetParent !== null),
+    matrix: t ? cells('#verdict-matrix') : [], dm: dm, provenance: provText,
+    text: document.body.innerText}));
+})();
+</script>"""
+
+
+def run_chromium(*args: str, timeout: int = 120) -> subprocess.CompletedProcess[str]:
+    """chromium --headless with a throw-away profile; None-safe for a missing binary
+    is the caller's business (shutil.which("chromium"))."""
+    import shutil
+    import tempfile
+    exe = shutil.which("chromium")
+    if exe is None:
+        raise FileNotFoundError("chromium not installed (apt-get install -y chromium)")
+    profile = tempfile.mkdtemp(prefix="kablab-chromium-")
+    try:
+        return subprocess.run([exe, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
+                              capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL)
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+def console_lines(stderr: str) -> list[str]:
+    """Console messages and uncaught exceptions Chromium logged (see test_browser.py)."""
+    return [ln for ln in stderr.splitlines() if ":CONSOLE" in ln or "Uncaught" in ln]
+
+
+def report_probe(index_html: Path, workdir: Path) -> dict:
+    """Open a copy of a rendered report with PROBE_JS in headless Chromium (first
+    screen FIRST_SCREEN) and return what the probe saw."""
+    import html as htmlmod
+    workdir.mkdir(parents=True, exist_ok=True)
+    probe = workdir / "probe.html"
+    text = index_html.read_text(encoding="utf-8")
+    probe.write_text(text.replace("</body>", PROBE_JS + "</body>"), encoding="utf-8")
+    p = run_chromium(FIRST_SCREEN, "--virtual-time-budget=5000", "--dump-dom", probe.as_uri())
+    m = re.search(r'data-probe="([^"]*)"', p.stdout)
+    if p.returncode != 0 or not m:
+        raise AssertionError(f"probe failed (rc {p.returncode}): {p.stderr[-2000:]}")
+    return json.loads(htmlmod.unescape(m.group(1)))
+
+
+def report_screenshot(index_html: Path, png: Path) -> subprocess.CompletedProcess[str]:
+    """The first screen of a report as PNG (kept as a test artifact), console logged."""
+    return run_chromium(FIRST_SCREEN, "--enable-logging=stderr", "--v=0",
+                        f"--screenshot={png}", index_html.as_uri())

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import stat
 import subprocess
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kablabtest import REPO, PlaybookRun, record_case
+from kablabtest import REPO, PlaybookRun, console_lines, record_case, report_probe, report_screenshot
 
 VARIANTS = ["stock", "grouped", "split4k"]
 
@@ -119,6 +120,41 @@ def test_report_shows_all_kernels_and_workloads(smoke_campaign):
     assert "Emulated CPU" in html or '"accel": "kvm"' in (smoke_campaign["dir"] / "results.json").read_text()
     summary = (smoke_campaign["dir"] / "summary.txt").read_text()
     assert max(len(line) for line in summary.splitlines()) <= 100
+
+
+def test_report_first_screen_in_chromium(smoke_campaign, tmp_path):
+    """Issue 21: the real smoke report in headless Chromium: the verdict matrix
+    (one column per non-baseline kernel, one row per workload), the direct-map
+    panel (split4k: DirectMap2M 0 and ~2 MiB of page tables per GiB of guest
+    RAM; stock/grouped: DirectMap2M > 0), no "(0.00%)", no "None" in the
+    provenance. The first screen's screenshot stays in tmp_path."""
+    index = smoke_campaign["dir"] / "index.html"
+    shot = tmp_path / "first-screen.png"
+    p = report_screenshot(index, shot)
+    assert p.returncode == 0 and shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n", p.stderr[-2000:]
+    assert console_lines(p.stderr) == []
+    print(f"report screenshot: {shot}")
+    probe = report_probe(index, tmp_path / "probe")
+    matrix = probe["matrix"]
+    assert probe["visible"] and 0 <= probe["top"] < probe["height"]
+    assert matrix[0][2:] == VARIANTS[1:]
+    assert sorted(r[0] for r in matrix[1:]) == sorted(workloads())
+    assert all(len(r) == 2 + len(VARIANTS) - 1 for r in matrix)
+    mems = {json.loads(f.read_text())["guest"]["memory_mib"] for f in result_files(smoke_campaign["dir"])}
+    assert len(mems) == 1 and None not in mems
+    mem_gib = mems.pop() / 1024
+    rows = probe["dm"]
+    assert {d["variant"] for d in rows} == set(VARIANTS)
+    for d in rows:
+        per_gib = int(d["costKibAfter"]) / mem_gib
+        print(f"direct map {d['variant']}: DirectMap2M {d['dm2mAfter']} kB, page tables "
+              f"{d['costKibAfter']} KiB = {per_gib:.0f} KiB/GiB")
+        if d["variant"] == "split4k":
+            assert d["dm2mAfter"] == "0" and 1600 <= per_gib <= 2400, d
+        else:
+            assert int(d["dm2mAfter"]) > 0 and per_gib < 1024, d
+    assert "(0.00%)" not in probe["text"]
+    assert probe["provenance"] and not re.search(r"\bNone\b", probe["provenance"])
 
 
 def test_rerun_of_completed_campaign_does_nothing(smoke_campaign):

@@ -64,11 +64,11 @@ def test_html_content(rendered: Path) -> None:
     assert not re.search(r'(src|href)\s*=\s*"(https?:)?//', html)
     assert "<link" not in html and "@import" not in html
     assert html.count("<svg") >= 5                       # 4 workloads + forest plot
-    assert "n/a (no PMU)" in html
+    assert "not supported: dTLB-load-misses, instructions" in html and "no PMU" not in html
     assert 'class="num sig-better"' in html and 'class="num sig-worse"' in html
     assert "*" in html and "Benjamini-Hochberg" in html and 'id="noise"' in html
     assert "(0.00%)" not in html and "Runner overhead" in html
-    assert "cost KiB" in html and "level2 splits" in html
+    assert "PT cost KiB" in html and "level-2 splits" in html and 'id="direct-map"' in html
     for prov in ("6.1.192-3", "a" * 64, "hyperfine 1.15.0", "perf version 6.1.192",
                  "Intel(R) Xeon(R) CPU E5-2680 v4", "hv1", "hv2", "vcpus=2", "rodata=full"):
         assert prov in html, prov

@@ -89,7 +89,11 @@ def test_report_cli_colours_and_intervals(tmp_path: Path) -> None:
     assert fast["significant"] is True and fast["pct"] > 0 and fast["lo"] > 0
     for c, cls in ((slow, "sig-worse"), (fast, "sig-better")):
         shown = f"{c['pct']:+.2f}% [{c['lo']:+.2f}, {c['hi']:+.2f}]"
-        assert re.search(rf'<td class="{cls}">{re.escape(shown)} {cls[4:].upper()}', html)
+        mark = "\u25b2 better" if cls == "sig-better" else "\u25bc worse"
+        pct_s = re.escape(f"{c['pct']:+.2f}%")
+        assert re.search(rf'<td class="cell {cls}"><span class="pct">{pct_s}</span> '
+                         rf'<span class="ci">{re.escape(shown.split(" ", 1)[1])}</span> '
+                         rf'<b class="mark">{mark}</b>', html)
         assert shown in txt
         assert f"*{c['pct']:+7.2f}%*" in txt             # the starred Gmean cell
     assert by[("slow", "syscall-mix", "ns_per_op")]["reason"] == "derived from ops_per_s"

@@ -1,0 +1,228 @@
+"""The report's first screen, built on kablab.stats (no statistics of its own):
+the verdict matrix (workload x kernel, primary metric) and the TLB matrix."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from .fmt import finite
+from .load import Campaign
+from .noise import noise_floor_pct, variance_components
+from .stats import (Analysis, BootValues, Comparison, MetricData, apply_families, boot_id,
+                    compare_pair, norm_event, summarise)
+
+MARK = {"better": "\u25b2 better", "worse": "\u25bc worse"}
+
+
+def _boots(c: Comparison) -> str:
+    return f"{c.n_boots_base}/{c.n_boots_new} boots"
+
+
+def verdict_cell(c: Comparison | None, why_missing: str) -> dict[str, Any]:
+    """One cell: % change (positive = better), deciding interval, a marker and a
+    colour class only when flagged, boots; or "not tested: why"."""
+    if c is None:
+        return {"tested": False, "text": f"not tested: {why_missing}", "pct": "",
+                "interval": "", "mark": "", "boots": "", "cls": "na", "note": ""}
+    if not c.tested or not finite(c.pct):
+        return {"tested": False, "text": f"not tested: {c.reason}", "pct": "", "interval": "",
+                "mark": "", "boots": _boots(c) if c.n_boots else "", "cls": "na", "note": ""}
+    flagged = bool(c.significant)
+    note = ("" if flagged else
+            f"below noise floor {c.noise_floor_pct:.2f}%" if c.stat_significant else
+            f"no clear change; could miss \u00b1{c.mde_pct:.1f}%" if finite(c.mde_pct) else
+            "no clear change")
+    return {"tested": True, "text": "", "pct": f"{c.pct:+.2f}%", "interval": c.interval(),
+            "mark": MARK[c.direction] if flagged else "", "boots": _boots(c),
+            "cls": f"sig-{c.direction}" if flagged else "", "note": note}
+
+
+def verdict_matrix(an: Analysis, anchors: dict[str, str]) -> dict[str, Any]:
+    """rows = workload + primary metric (unit, direction); columns = non-baseline kernels."""
+    cols = an.variants[1:]
+    rows = []
+    for wl in an.workloads:
+        pm = an.primary_metric(wl)
+        md = an.metrics.get((wl, pm)) if pm else None
+        cells = []
+        for v in cols:
+            if pm is None:
+                why = "no metric"
+            elif md is None:
+                why = f"primary metric {pm} not in the results"
+            else:
+                why = "no value"
+            cells.append(verdict_cell(an.comparison(wl, pm, v) if md else None, why))
+        rows.append({"workload": wl, "anchor": anchors.get(wl, ""), "metric": pm or "none",
+                     "unit": md.unit if md else "", "better": md.better if md else "",
+                     "source": an.primaries.get(wl, {}).get("source", ""), "cells": cells})
+    return {"baseline": an.baseline, "cols": cols, "rows": rows}
+
+
+def verdict_matrix_text(vm: dict[str, Any], width: int = 100) -> list[str]:
+    """Plain-text verdict matrix: one line per workload x kernel (fits `width`)."""
+    out = [f"Verdicts vs {vm['baseline']} on each workload's primary metric: % change "
+           "(positive = better),"[:width],
+           "[deciding interval], marker only when flagged, boots base/new; n.s. = no clear "
+           "change."]
+    if not vm["cols"]:
+        return out + ["  no comparison: only one kernel"]
+    for r in vm["rows"]:
+        head = f"  {r['workload']} {r['metric']}"
+        if r["unit"]:
+            head += f" [{r['unit']}, {r['better']} is better]"
+        out.append(head[:width])
+        for v, c in zip(vm["cols"], r["cells"]):
+            if c["tested"]:
+                line = (f"    {v:<10} {c['pct']:>8} {c['interval']:<17} "
+                        f"{(c['mark'] or '-'):<9} {c['boots']}")
+                if c["note"]:
+                    line += "  " + c["note"].replace("no clear change; ", "n.s., ")
+            else:
+                line = f"    {v:<14} {c['text']}"
+            out.append(line if len(line) <= width else line[:width - 1] + "~")
+    return out
+
+
+# ------------------------------------------------------------------ TLB matrix
+
+TLB_MEASURES = (("dTLB", "dTLB-load-misses"), ("iTLB", "iTLB-load-misses"))
+INSTR = "instructions"
+OPS_METRICS = ("ops", "operations", "iterations")   # harness metrics that count operations
+
+
+def _events(d: Any) -> dict[str, tuple[bool, float | None]]:
+    """perf (or model) block of a run -> event -> (supported, value)."""
+    out: dict[str, tuple[bool, float | None]] = {}
+    if not isinstance(d, dict):
+        return out
+    for k, p in d.items():
+        if isinstance(p, dict):
+            v = p.get("value")
+            sup = bool(p.get("supported", v is not None)) and v is not None
+        else:
+            v, sup = p, isinstance(p, (int, float))
+        out[norm_event(k)] = (sup, float(v) if sup else None)
+    return out
+
+
+def _ops(run: dict[str, Any]) -> float | None:
+    for name, m in run["metrics"].items():
+        if (name in OPS_METRICS or m.get("unit") in OPS_METRICS) and m.get("value"):
+            return float(m["value"])
+    return None
+
+
+def tlb_matrix(camp: Campaign, an: Analysis) -> dict[str, Any]:
+    """dTLB/iTLB misses per kilo-instruction (and per operation where the workload
+    counts operations) per boot, workload x kernel, tested like the verdicts
+    (kablab.stats.compare_pair + one BH family per kernel for the TLB rows).
+    Sources: perf counters ("measured") and a run's `model` block ("modelled")
+    when a campaign has one; absent -> no rows. An unsupported event (perf
+    `supported: false, value: null`) is "not supported: <event>", never 0."""
+    variants, baseline = an.variants, an.baseline
+    mds: dict[tuple[str, str, str], MetricData] = {}
+    seen: dict[tuple[str, str, str], dict[str, set[str]]] = {}   # key -> variant -> missing
+    slots: dict[tuple[tuple[str, str, str], str, str], BootValues] = {}
+    blocks: dict[tuple[str, str], tuple[int, int]] = {}
+    for r in camp.results:
+        ok, bad = blocks.get((r["workload"], r["variant"]), (0, 0))
+        blocks[(r["workload"], r["variant"])] = (ok + (r["status"] == "ok"),
+                                                 bad + (r["status"] != "ok"))
+    for r in camp.ok:
+        wl, v, bid = r["workload"], r["variant"], boot_id(r)
+        for run in r["runs"]:
+            if not run["included"]:
+                continue
+            for source, block in (("measured", run.get("perf")), ("modelled", run.get("model"))):
+                ev = _events(block)
+                if not ev:
+                    continue
+                ops = _ops(run)
+                for kind, miss_ev in TLB_MEASURES:
+                    for per in ("kinstr", "op"):
+                        if per == "op" and ops is None:
+                            continue
+                        if miss_ev not in ev and (per == "op" or INSTR not in ev):
+                            continue
+                        key = (wl, f"{kind} misses/{'kinstr' if per == 'kinstr' else 'op'}",
+                               source)
+                        missing = seen.setdefault(key, {}).setdefault(v, set())
+                        need = [miss_ev] + ([INSTR] if per == "kinstr" else [])
+                        bad_ev = [e for e in need if not ev.get(e, (False, None))[0]]
+                        if bad_ev:
+                            missing.update(bad_ev)
+                            continue
+                        miss = ev[miss_ev][1] or 0.0
+                        val = 1000.0 * miss / ev[INSTR][1] if per == "kinstr" else miss / ops
+                        if per == "kinstr" and not ev[INSTR][1]:
+                            missing.add(INSTR)
+                            continue
+                        md = mds.get(key)
+                        if md is None:
+                            md = mds[key] = MetricData(wl, key[1], "misses", "lower", "perf")
+                        slot = slots.get((key, v, bid))
+                        if slot is None:
+                            slot = slots[(key, v, bid)] = BootValues(v, bid, r["block"],
+                                                                     r["host"].get("name"))
+                            md.boots.setdefault(v, []).append(slot)
+                        slot.runs.append(val)
+    comps: dict[tuple[tuple[str, str, str], str], Comparison] = {}
+    for key in seen:
+        md = mds.get(key) or MetricData(key[0], key[1], "misses", "lower", "perf")
+        base = md.boots.get(baseline, [])
+        floor = noise_floor_pct(variance_components([b.runs for b in base]).cov_between_pct)
+        for v in variants[1:]:
+            comps[(key, v)] = compare_pair(md, baseline, v, blocks, floor)
+    apply_families(list(comps.values()))
+    for c in comps.values():
+        c.family = c.family.replace("secondary", "TLB")
+    rows = []
+    for key in sorted(seen, key=lambda k: (k[0], k[2] != "measured", k[1])):
+        wl, measure, source = key
+        md = mds.get(key)
+        cells = []
+        for v in variants:
+            bs = md.boots.get(v, []) if md else []
+            missing = sorted(seen[key].get(v, set()))
+            if not bs:
+                why = (f"not supported: {', '.join(missing)}" if missing
+                       else "not measured" if (wl, v) not in blocks or blocks[(wl, v)][0]
+                       else f"all {blocks[(wl, v)][1]} block(s) failed")
+                cells.append({"value": "", "spread": "", "text": why, "cls": "na",
+                              "change": None})
+                continue
+            s = summarise([b.runs for b in bs])
+            cell = {"value": f"{s.central:.4g}", "text": "", "cls": "",
+                    "spread": (f"\u00b1{s.cov_boot:.1f}% between {s.n_boots} boots"
+                               if finite(s.cov_boot) else f"{s.n_boots} boot(s)"),
+                    "change": None}
+            if v != baseline:
+                cell["change"] = verdict_cell(comps.get((key, v)), "no comparison")
+                cell["cls"] = cell["change"]["cls"] if cell["change"]["tested"] else ""
+            cells.append(cell)
+        rows.append({"workload": wl, "measure": measure, "source": source, "cells": cells})
+    return {"baseline": baseline, "cols": variants, "rows": rows,
+            "comparisons": [c for c in comps.values()]}
+
+
+def tlb_matrix_text(tm: dict[str, Any], width: int = 100) -> list[str]:
+    out = [f"TLB misses: Gmean of per-boot values, +-CoV between boots; % change vs "
+           f"{tm['baseline']}"[:width], "(positive = fewer misses), [deciding interval]:"]
+    if not tm["rows"]:
+        return out + ["  no TLB counters in this campaign"]
+    for r in tm["rows"]:
+        out.append(f"  {r['workload']} {r['measure']}"
+                   + (" (modelled)" if r["source"] == "modelled" else ""))
+        for v, c in zip(tm["cols"], r["cells"]):
+            if c["text"]:
+                line = f"    {v:<14} {c['text']}"
+            else:
+                line = f"    {v:<14} {c['value']:>10} {c['spread']}"
+                ch = c["change"]
+                if ch and ch["tested"]:
+                    line += f"  {ch['pct']} {ch['interval']} {ch['mark']}".rstrip()
+                elif ch:
+                    line += f"  {ch['text']}"
+            out.append(line if len(line) <= width else line[:width - 1] + "~")
+    return out
