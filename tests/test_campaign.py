@@ -82,7 +82,7 @@ def smoke_campaign(kernels, reports) -> dict:
 def test_campaign_has_every_result_once(smoke_campaign):
     campaign = smoke_campaign["dir"]
     files = result_files(campaign)
-    blocks = json.loads((campaign / "plan.json").read_text())["blocks"]
+    blocks = int(json.loads((campaign / "plan.json").read_text())["blocks"])  # plan.json keeps strings
     expected = {f"{v}/{w}-block{b}.json" for v in VARIANTS for w in workloads() for b in range(blocks)}
     assert {str(f.relative_to(campaign / "results")) for f in files} == expected
     for f in files:
