@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
@@ -15,6 +12,7 @@ FIXTURES = REPO / "tests" / "fixtures"
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(FIXTURES))
 
+import kablabtest  # noqa: E402
 import make_campaign  # noqa: E402
 
 from kablab.load import load_campaign  # noqa: E402
@@ -33,19 +31,6 @@ def rendered(campaign_raw: Path) -> Path:
     return campaign_raw
 
 
-CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
-                  "--no-first-run", "--disable-background-networking",
-                  "--disable-component-update", "--disable-sync"]
-
-
-def run_chromium(*args: str, timeout: int = 90) -> subprocess.CompletedProcess[str]:
-    exe = shutil.which("chromium")
-    if exe is None:
-        pytest.skip("chromium not installed (apt-get install -y chromium)")
-    profile = tempfile.mkdtemp(prefix="kablab-chromium-")
-    try:
-        return subprocess.run([exe, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", *args],
-                              capture_output=True, text=True, timeout=timeout,
-                              stdin=subprocess.DEVNULL)
-    finally:
-        shutil.rmtree(profile, ignore_errors=True)
+# One Chromium helper for the whole suite (tests/kablabtest.py); a missing
+# browser fails the test: host_setup installs it.
+run_chromium = kablabtest.run_chromium
