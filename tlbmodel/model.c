@@ -66,7 +66,8 @@ static struct tlbm_entry *probe(struct tlbm_array *a, int s, uint64_t vpn)
 	return NULL;
 }
 
-static struct tlbm_entry *tlb_lookup(struct tlbm_tlb *t, uint64_t va)
+/* The entry that translates va at this level, whatever its size; LRU untouched. */
+static struct tlbm_entry *tlb_find(struct tlbm_tlb *t, uint64_t va)
 {
 	for (int s = 0; s < TLBM_NPSIZE; s++) {
 		struct tlbm_entry *e;
@@ -74,12 +75,19 @@ static struct tlbm_entry *tlb_lookup(struct tlbm_tlb *t, uint64_t va)
 		if (t->home[s] < 0)
 			continue;
 		e = probe(&t->arr[t->home[s]], s, va >> psize_shift[s]);
-		if (e) {
-			e->stamp = ++t->clock;
+		if (e)
 			return e;
-		}
 	}
 	return NULL;
+}
+
+static struct tlbm_entry *tlb_lookup(struct tlbm_tlb *t, uint64_t va)
+{
+	struct tlbm_entry *e = tlb_find(t, va);
+
+	if (e)
+		e->stamp = ++t->clock;
+	return e;
 }
 
 static struct tlbm_entry *victim(struct tlbm_array *a, uint64_t vpn)
@@ -359,21 +367,11 @@ void tlbm_invlpg(struct tlbm *m, unsigned int cpu, uint64_t va)
 bool tlbm_present(struct tlbm *m, unsigned int cpu, enum tlbm_level lv,
 		  uint64_t va, enum tlbm_psize *psize)
 {
-	struct tlbm_tlb *t = &m->cpu[cpu].tlb[lv];
+	struct tlbm_entry *e = tlb_find(&m->cpu[cpu].tlb[lv], va);
 
-	for (int s = 0; s < TLBM_NPSIZE; s++) {
-		struct tlbm_entry *e;
-
-		if (t->home[s] < 0)
-			continue;
-		e = probe(&t->arr[t->home[s]], s, va >> psize_shift[s]);
-		if (e) {
-			if (psize)
-				*psize = (enum tlbm_psize)e->psize;
-			return true;
-		}
-	}
-	return false;
+	if (e && psize)
+		*psize = (enum tlbm_psize)e->psize;
+	return e != NULL;
 }
 
 void tlbm_stats_sub(struct tlbm_stats *d, const struct tlbm_stats *a,
