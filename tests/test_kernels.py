@@ -110,61 +110,61 @@ def _kernel_digest(kernel_dir: Path) -> dict[str, str]:
     return {str(f.relative_to(kernel_dir)): hashlib.sha256(f.read_bytes()).hexdigest() for f in files}
 
 
-def test_seeded_build_is_the_same_kernel(kernels, tmp_path):
-    """Seeding is an optimisation only. The hard direction: stock built on top
+def test_build_from_a_donor_is_the_same_kernel(kernels, tmp_path):
+    """A donor is an optimisation only. The hard direction: stock built on top
     of grouped's object dir, where kbuild must undo grouped's patched
     vmalloc.h, mm/vmalloc.c and its Kconfig symbol, gives byte for byte the
-    kernel that stock built from an empty object dir gives. The unseeded
+    kernel that stock built from an empty object dir gives. The donor-less
     stock is the suite's own when it was built from an empty object dir (a
-    cold cache builds stock first, unseeded); otherwise one is built here."""
+    cold cache builds stock first, without a donor); otherwise one is built here."""
     grouped = Path(kernels["grouped"]["dir"])
-    seeded, clean = tmp_path / "seeded", tmp_path / "clean"
-    # grouped's record is the only candidate seed in this cache; it names
+    scratch, clean = tmp_path / "scratch", tmp_path / "clean"
+    # grouped's record is the only candidate donor in this cache; it names
     # grouped's tree in the real cache, which the build copies and leaves alone.
-    (seeded / "kernels" / grouped.name).mkdir(parents=True)
-    shutil.copy(grouped / "build.json", seeded / "kernels" / grouped.name)
+    (scratch / "kernels" / grouped.name).mkdir(parents=True)
+    shutil.copy(grouped / "build.json", scratch / "kernels" / grouped.name)
     grouped_objects = sorted((Path(kernels["grouped"]["build"]["tree"]) / "_build").rglob("*.o"))
     grouped_mtimes = [o.stat().st_mtime_ns for o in grouped_objects]
     suite_stock = Path(kernels["stock"]["dir"])
-    reuse = json.loads((suite_stock / "build.json").read_text())["seeded_from"] is None
+    reuse = json.loads((suite_stock / "build.json").read_text())["donor"] is None
 
     try:
-        seeded_dir = _build_seeded(seeded, grouped.name)
+        donor_dir = _build_from_donor(scratch, grouped.name)
         if reuse:
             clean_dir = suite_stock
         else:
-            proc = _build_script(clean, "stock", "common", "--seed", "none")
+            proc = _build_script(clean, "stock", "common", "--donor", "none")
             assert proc.returncode == 0, proc.stderr[-3000:]
-            assert "seeding" not in proc.stdout
+            assert "donor" not in proc.stdout
             [clean_dir] = (clean / "kernels").glob("stock-*")
-        assert json.loads((clean_dir / "build.json").read_text())["seeded_from"] is None
-        seeded_digest, clean_digest = _kernel_digest(seeded_dir), _kernel_digest(clean_dir)
+        assert json.loads((clean_dir / "build.json").read_text())["donor"] is None
+        donor_digest, clean_digest = _kernel_digest(donor_dir), _kernel_digest(clean_dir)
     finally:
         # two trees and object dirs: too big to leave to pytest's tmp retention
-        shutil.rmtree(seeded, ignore_errors=True)
+        shutil.rmtree(scratch, ignore_errors=True)
         shutil.rmtree(clean, ignore_errors=True)
     assert any(f.endswith(".ko") for f in clean_digest)
-    differ = [f for f in clean_digest if seeded_digest.get(f) != clean_digest[f]]
-    assert seeded_digest.keys() == clean_digest.keys() and differ == [], differ
-    # the seed's own objects were copied, not rebuilt in place
+    differ = [f for f in clean_digest if donor_digest.get(f) != clean_digest[f]]
+    assert donor_digest.keys() == clean_digest.keys() and differ == [], differ
+    # the donor's own objects were copied, not rebuilt in place
     assert [o.stat().st_mtime_ns for o in grouped_objects] == grouped_mtimes
-    print(f"seeded stock == unseeded stock ({'the suite' + chr(39) + 's build' if reuse else 'built here'})")
+    print(f"stock from a donor == stock from scratch ({'the suite' + chr(39) + 's build' if reuse else 'built here'})")
 
 
-def _build_seeded(seeded: Path, seed: str) -> Path:
-    """Stock built with SEED's object dir as its start; returns the kernel dir
+def _build_from_donor(scratch: Path, donor: str) -> Path:
+    """Stock built with DONOR's object dir as its start; returns the kernel dir
     (its digest is taken before the scratch cache goes)."""
-    proc = _build_script(seeded, "stock", "common")
+    proc = _build_script(scratch, "stock", "common")
     assert proc.returncode == 0, proc.stderr[-3000:]
-    m = re.search(r"seeding the object dir from (\S+) \((\d+) file\(s\) the seed patched refreshed, (\d+) patched alike kept\)",
+    m = re.search(r"object dir from donor (\S+) \((\d+) file\(s\) the donor patched refreshed, (\d+) patched alike kept\)",
                   proc.stdout)
     # grouped patched vmalloc.h and more, which must be refreshed; the common
     # series (secretmem.c) is patched alike in both and keeps its objects
-    assert m and m[1] == seed and int(m[2]) >= 3 and int(m[3]) >= 1, proc.stdout
-    [seeded_dir] = (seeded / "kernels").glob("stock-*")
-    assert json.loads((seeded_dir / "build.json").read_text())["seeded_from"] == seed
-    assert "CONFIG_VMALLOC_GROUP_PAGES" not in (seeded_dir / "config").read_text()
-    return seeded_dir
+    assert m and m[1] == donor and int(m[2]) >= 3 and int(m[3]) >= 1, proc.stdout
+    [donor_dir] = (scratch / "kernels").glob("stock-*")
+    assert json.loads((donor_dir / "build.json").read_text())["donor"] == donor
+    assert "CONFIG_VMALLOC_GROUP_PAGES" not in (donor_dir / "config").read_text()
+    return donor_dir
 
 
 def _one_variant(name: str, series: list[str], kconfig: list[str]) -> dict:
