@@ -11,7 +11,7 @@ applies patches and runs make; everything it decides comes from here:
 * build.json, the record of a finished build, written atomically.
 
     python3 -m kablab.kbuild key  OPTIONS   the key, its inputs and the cache dir (JSON)
-    python3 -m kablab.kbuild plan OPTIONS --mode build|config
+    python3 -m kablab.kbuild settings OPTIONS --mode build|config
                                             the same, plus the patch list and the
                                             donor, as shell assignments for the glue
     python3 -m kablab.kbuild record OPTIONS --out DIR --tree T --release R
@@ -270,7 +270,7 @@ def shell_assignments(values: dict) -> str:
     return "\n".join(out) + "\n"
 
 
-def plan(spec: Spec, mode: str, donor: str, jobs: int | None, tools: dict[str, str] | None = None) -> dict:
+def settings(spec: Spec, mode: str, donor: str, jobs: int | None, tools: dict[str, str] | None = None) -> dict:
     """What the glue needs for one build or config check."""
     d = describe(spec, tools)
     chosen = None
@@ -289,7 +289,7 @@ def plan(spec: Spec, mode: str, donor: str, jobs: int | None, tools: dict[str, s
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python3 -m kablab.kbuild", description=__doc__.split("\n")[0])
-    p.add_argument("command", choices=["key", "plan", "record"])
+    p.add_argument("command", choices=["key", "settings", "record"])
     p.add_argument("--cache", type=Path, required=True)
     p.add_argument("--source", type=Path, required=True)
     p.add_argument("--source-version", required=True)
@@ -321,8 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if a.command == "key":
             print(json.dumps(describe(spec)))
-        elif a.command == "plan":
-            sys.stdout.write(shell_assignments(plan(spec, a.mode, a.donor, a.jobs)))
+        elif a.command == "settings":
+            sys.stdout.write(shell_assignments(settings(spec, a.mode, a.donor, a.jobs)))
         else:
             missing = [o for o in ("out", "tree", "release", "start") if getattr(a, o) is None]
             if missing:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from kablab.kcache import du_freed, kernel_entries, merge_manifest, prune_decision  # noqa: E402
 from kablab.plan import host_boots, plan_boots  # noqa: E402
 from kablab.validate import input_errors, workload_argv  # noqa: E402
 
@@ -39,4 +40,15 @@ class FilterModule:
             # (settings, name, profile, seed) -> {var, argv, error}: a workload's campaign arguments
             "kablab_workload_argv": lambda settings, name, profile, seed: workload_argv(
                 name, profile, seed, dict(settings)),
+            # (variants, key outputs, build.json contents) -> {variant: kernel entry}
+            "kablab_kernel_entries": lambda variants, keys, records: kernel_entries(
+                list(variants), list(keys), list(records)),
+            # (old manifest or None, this run's kernels) -> the manifest to write
+            "kablab_merge_manifest": merge_manifest,
+            # (cache dir, record paths, records, manifests, stale candidates, keep)
+            #   -> {builds, in_use, old, stale, paths, kept}
+            "kablab_prune_decision": lambda cache_dir, paths, records, manifests, stale, keep: prune_decision(
+                cache_dir, list(paths), list(records), list(manifests), list(stale), int(keep)),
+            # (du -sb lines, paths) -> bytes the removal of paths frees
+            "kablab_du_freed": lambda lines, paths: du_freed(list(lines), list(paths)),
         }

@@ -254,13 +254,13 @@ def test_unusable_records_are_never_donors(tmp_path):
     assert kbuild.choose_donor(tmp_path / "no-kernels", "ci", "6.1.192-3", [], []) is None
 
 
-def test_plan_names_the_donor_only_for_a_build(tmp_path):
+def test_settings_name_the_donor_only_for_a_build(tmp_path):
     kernels = _cache_with_real_records(tmp_path)
     s = spec("split4k", cache=tmp_path)
-    build = kbuild.plan(s, "build", "auto", 2, TOOLS)
+    build = kbuild.settings(s, "build", "auto", 2, TOOLS)
     assert build["donor_name"].startswith("split4k-") and build["donor_tree"].startswith(str(tmp_path / "trees"))
-    assert kbuild.plan(s, "build", "none", 2, TOOLS)["donor_name"] == ""
-    assert kbuild.plan(s, "config", "auto", 2, TOOLS)["donor_name"] == ""
+    assert kbuild.settings(s, "build", "none", 2, TOOLS)["donor_name"] == ""
+    assert kbuild.settings(s, "config", "auto", 2, TOOLS)["donor_name"] == ""
     assert build["out"] == str(kernels / build["name"]) and build["cached"] == 0
     assert build["patch_files"] == [str(p) for p in kbuild.patch_files(s)]
 
