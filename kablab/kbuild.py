@@ -55,10 +55,6 @@ VARIANT_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
 # A Kconfig fragment line that sets something; the rest (comments, blank
 # lines) does not reach .config.
 _CONFIG_LINE = re.compile(r"CONFIG_\w+=.*|# CONFIG_\w+ is not set")
-# A donor whose tree shares fewer files than this with the pristine source
-# predates it (the source was re-extracted): refreshing them all would cost
-# more than the donor saves.
-MAX_DONOR_CHANGED_FILES = 2000
 
 
 class InputError(ValueError):
