@@ -6,6 +6,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from kablab import domains  # noqa: E402
 from kablab.kcache import du_freed, kernel_entries, merge_manifest, prune_decision  # noqa: E402
 from kablab.plan import host_boots, plan_boots  # noqa: E402
 from kablab.validate import input_errors, workload_argv  # noqa: E402
@@ -51,4 +52,17 @@ class FilterModule:
                 cache_dir, list(paths), list(records), list(manifests), list(stale), int(keep)),
             # (du -sb lines, paths) -> bytes the removal of paths frees
             "kablab_du_freed": lambda lines, paths: du_freed(list(lines), list(paths)),
+            # guest_domain: the per-domain plan, its input errors, boot numbers,
+            # seed disks to (re)make and the guests' record (kablab.domains)
+            "kablab_domain_errors": lambda variants, only, prefix: domains.plan_errors(
+                list(variants), list(only), prefix),
+            "kablab_domain_plan": lambda variants, only, prefix, publish_dir, kernels, port_base, common:
+                domains.domain_plan(list(variants), list(only), prefix, publish_dir, dict(kernels),
+                                    int(port_base), common),
+            "kablab_boot_numbers": lambda found, running: domains.boot_numbers(list(found), list(running)),
+            "kablab_seed_disks": lambda plan, exists, sizes, *changed: domains.seed_disks_to_make(
+                list(plan), list(exists), [int(s) for s in sizes], *[list(c) for c in changed]),
+            "kablab_guests_record": lambda plan, unames, boots, logdir, kernels, hypervisor, secs, known:
+                domains.guests_record(list(plan), list(unames), dict(boots), logdir, dict(kernels),
+                                      hypervisor, float(secs), dict(known)),
         }

@@ -1,0 +1,116 @@
+"""The guest domains of a campaign: names, ports, paths and boot numbers.
+
+guest_domain's task files work from one plan per domain; computing it here
+(not in Jinja) keeps it unit-testable without a hypervisor.
+"""
+from __future__ import annotations
+
+import posixpath
+import re
+from typing import Any, Iterable, Mapping
+
+_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+_PREFIX = re.compile(r"^[a-z][a-z0-9-]*$")
+
+
+def plan_errors(variants: Iterable[Mapping[str, Any]], only: Iterable[str], prefix: str) -> list[str]:
+    """Why the variant list cannot be planned; [] when it can."""
+    names = [str(v.get("name", "")) for v in variants]
+    errors = []
+    if not names:
+        errors.append("guest_domain_variants is empty")
+    bad = [n for n in names if not _NAME.match(n)]
+    if bad:
+        errors.append(f"variant names must match {_NAME.pattern} (not {bad})")
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        errors.append(f"variant names must be unique ({dup} repeat)")
+    unknown = sorted(set(only) - set(names))
+    if unknown:
+        errors.append(f"guest_domain_only names unknown variants {unknown} (known: {names})")
+    if not _PREFIX.match(prefix or ""):
+        errors.append(f"guest_domain_prefix must match {_PREFIX.pattern} (is {prefix!r})")
+    return errors
+
+
+def domain_plan(variants: Iterable[Mapping[str, Any]], only: Iterable[str], prefix: str,
+                publish_dir: str, kernels: Mapping[str, Mapping[str, Any]], port_base: int,
+                cmdline_common: str) -> list[dict[str, Any]]:
+    """One entry per domain to act on.
+
+    The SSH port comes from the variant's position in the whole list, not in
+    `only`, so a variant keeps its port whichever subset a task acts on.
+    """
+    only = list(only)
+    out = []
+    for index, v in enumerate(variants):
+        name = v["name"]
+        if only and name not in only:
+            continue
+        domain = f"{prefix}-{name}"
+        ddir = posixpath.join(publish_dir, "domains", domain)
+        k = kernels.get(name, {})
+        kernel_src_dir = k.get("dir") or posixpath.dirname(k.get("bzimage") or "none")
+        kdir = posixpath.join(publish_dir, "kernels", posixpath.basename(kernel_src_dir))
+        out.append({
+            "variant": name, "index": index, "name": domain, "port": int(port_base) + index,
+            "cmdline": f"{cmdline_common} {v.get('cmdline') or ''}".strip(),
+            "dir": ddir, "overlay": f"{ddir}/overlay.qcow2", "seed": f"{ddir}/seed.img",
+            "seed_dir": f"{ddir}/seed", "kernel_dir": kdir, "kernel": f"{kdir}/bzImage",
+        })
+    return out
+
+
+def console_log(logdir: str, variant: str, boot: int) -> str:
+    return f"{logdir}/{variant}-boot{boot}.log"
+
+
+def boot_number(earlier_logs: int, running: bool) -> int:
+    """The boot number of a domain about to be defined and started.
+
+    Every boot writes its own console log <variant>-boot<N>.log, so the
+    earlier logs count the earlier boots; a domain that is still running
+    keeps the number of the log it writes to.
+    """
+    if running and earlier_logs > 0:
+        return earlier_logs
+    return earlier_logs + 1
+
+
+def boot_numbers(find_results: Iterable[Mapping[str, Any]], running: Iterable[str]) -> dict[str, int]:
+    """variant -> boot number, from ansible.builtin.find results looped over the plan."""
+    running = set(running)
+    return {r["item"]["variant"]: boot_number(int(r["matched"]), r["item"]["name"] in running)
+            for r in find_results}
+
+
+def seed_disks_to_make(plan: list[Mapping[str, Any]], exists: Iterable[bool], sizes_mib: Iterable[int],
+                       *changed: Iterable[bool], slack_mib: int = 16) -> list[dict[str, Any]]:
+    """The plan entries whose seed disk is missing or whose staged contents
+    changed (each `changed` list is aligned with the plan), with the disk
+    size: the tree plus slack for ext4's own metadata."""
+    rows = list(zip(*[[bool(c) for c in col] for col in changed])) if changed else [()] * len(plan)
+    out = []
+    for entry, row, exist, size in zip(plan, rows, exists, sizes_mib):
+        if not exist or any(row):
+            out.append({**entry, "size_mib": int(size) + slack_mib})
+    return out
+
+
+def guests_record(plan: list[Mapping[str, Any]], unames: Iterable[str], boots: Mapping[str, int],
+                  logdir: str, kernels: Mapping[str, Mapping[str, Any]], hypervisor: str,
+                  boot_to_ready_s: float, known: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """kablab_guests: what the results record about each running guest."""
+    out = dict(known or {})
+    for entry, uname in zip(plan, unames):
+        v = entry["variant"]
+        release, _, version = uname.partition(" ")
+        out[v] = {
+            "domain": entry["name"], "inventory_host": entry["name"], "hypervisor": hypervisor,
+            "port": entry["port"], "cmdline": entry["cmdline"], "boot": boots[v],
+            "console_log": console_log(logdir, v, boots[v]),
+            "console_log_campaign": f"logs/{v}-boot{boots[v]}.log",
+            "kernel_release": kernels[v]["release"], "uname_r": release, "uname_v": version,
+            "boot_to_ready_s_upper_bound": round(float(boot_to_ready_s), 2),
+        }
+    return out

@@ -1,0 +1,80 @@
+"""kablab.domains: the per-domain plan and boot numbering guest_domain uses."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from kablab.domains import (boot_number, boot_numbers, domain_plan, guests_record, plan_errors,
+                            seed_disks_to_make)
+
+REPO = Path(__file__).resolve().parents[2]
+VARIANTS = yaml.safe_load((REPO / "inventory/group_vars/all/variants.yml").read_text())["kablab_variants"]
+# Recorded from a real `make kernels` (ci profile).
+KERNELS = json.loads((REPO / "tests/fixtures/manifest-ci.json").read_text())
+COMMON = "console=ttyS0 root=/dev/vda rw rootfstype=ext4 panic=-1"
+
+
+def plan(only=()):
+    return domain_plan(VARIANTS, only, "kablab", "/var/lib/kablab", KERNELS, 10022, COMMON)
+
+
+def test_plan_names_paths_and_cmdlines():
+    p = plan()
+    assert [d["name"] for d in p] == ["kablab-" + v["name"] for v in VARIANTS]
+    stock = p[0]
+    assert stock["overlay"] == "/var/lib/kablab/domains/kablab-stock/overlay.qcow2"
+    assert stock["seed"] == "/var/lib/kablab/domains/kablab-stock/seed.img"
+    key = KERNELS["stock"]["build"]["key"]
+    assert stock["kernel"] == f"/var/lib/kablab/kernels/stock-{key}/bzImage"
+    assert stock["cmdline"] == COMMON  # no trailing blank for an empty variant cmdline
+    split = next(d for d in p if d["variant"] == "split4k")
+    assert split["cmdline"] == COMMON + " nohugepages_mapping"
+
+
+def test_a_subset_keeps_each_variants_port():
+    ports = {d["variant"]: d["port"] for d in plan()}
+    assert len(set(ports.values())) == len(ports)
+    sub = plan(["split4k"])
+    assert [d["variant"] for d in sub] == ["split4k"]
+    assert sub[0]["port"] == ports["split4k"]
+
+
+def test_plan_errors_name_each_bad_input():
+    assert plan_errors(VARIANTS, [], "kablab") == []
+    errs = plan_errors(VARIANTS + [{"name": "Bad Name"}, {"name": "stock"}], ["nope"], "9x")
+    text = " ".join(errs)
+    assert "Bad Name" in text and "'stock'" in text and "nope" in text and "9x" in text
+    assert plan_errors([], [], "kablab") == ["guest_domain_variants is empty"]
+
+
+def test_boot_numbers_follow_the_console_logs():
+    assert boot_number(0, False) == 1
+    assert boot_number(2, False) == 3
+    # a running domain writes to its latest log: same boot
+    assert boot_number(2, True) == 2
+    assert boot_number(0, True) == 1
+    found = [{"item": d, "matched": n} for d, n in zip(plan(), [0, 3, 1])]
+    assert boot_numbers(found, ["kablab-grouped"]) == {"stock": 1, "grouped": 3, "split4k": 2}
+
+
+def test_seed_disks_made_when_missing_or_changed():
+    p = plan()
+    todo = seed_disks_to_make(p, [True, False, True], [10, 10, 12], [False, False, False],
+                              [False, False, True])
+    assert [d["variant"] for d in todo] == ["grouped", "split4k"]
+    assert todo[1]["size_mib"] == 12 + 16
+    assert seed_disks_to_make(p, [True] * 3, [1] * 3) == []
+
+
+def test_guests_record_keeps_other_guests():
+    p = plan(["grouped"])
+    rec = guests_record(p, ["6.1.192-kablab-grouped #8df5 SMP x"], {"grouped": 2}, "/l/c1", KERNELS,
+                        "localhost", 7.256, known={"stock": {"domain": "kablab-stock"}})
+    assert rec["stock"] == {"domain": "kablab-stock"}
+    g = rec["grouped"]
+    assert g["console_log"] == "/l/c1/grouped-boot2.log"
+    assert g["console_log_campaign"] == "logs/grouped-boot2.log"
+    assert (g["uname_r"], g["uname_v"]) == ("6.1.192-kablab-grouped", "#8df5 SMP x")
+    assert g["boot_to_ready_s_upper_bound"] == 7.26
