@@ -7,7 +7,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from kablab.plan import host_boots, plan_boots  # noqa: E402
-from kablab.validate import input_errors, workload_argv  # noqa: E402
+from kablab.validate import input_errors, workload_spec  # noqa: E402
 
 
 def boots_from_noise(noise_from: str, effect_pct: float, at_least: int) -> int:
@@ -36,7 +36,9 @@ class FilterModule:
             "kablab_boots_from_noise": boots_from_noise,
             # (variants, seed) -> messages naming each bad input; [] = all good
             "kablab_input_errors": input_errors,
-            # (settings, name, profile, seed) -> {var, argv, error}: a workload's campaign arguments
-            "kablab_workload_argv": lambda settings, name, profile, seed: workload_argv(
-                name, profile, seed, dict(settings)),
+            # (settings, name, profile, seed, runs, warmup) -> a workload's campaign
+            # settings: {name, var, argv, timeout_s, primary_metric, runs, warmup,
+            # prepare, error}; preflight dry-runs the argv the runner runs.
+            "kablab_workload_spec": lambda settings, name, profile, seed, runs, warmup: workload_spec(
+                name, profile, seed, dict(settings), runs, warmup),
         }
