@@ -187,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     w = sub.add_parser("workload-args", help="dry-run workload binaries with their campaign arguments")
     w.add_argument("--bin", required=True, help="directory of the built workload binaries")
-    w.add_argument("plan", help='JSON list of {"name", "var", "argv"} (kablab_workload_argv), '
+    w.add_argument("plan", help='JSON list of {"name", "var", "argv"} (kablab_workload_spec), '
                                 'or {"error": message} entries')
     ns = p.parse_args(argv)
     errors = []
