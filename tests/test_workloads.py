@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from kablab import collect, rawframe
+from kablabtest import need
 
 ROOT = Path(__file__).resolve().parents[1]
 WL = ROOT / "workloads"
@@ -336,12 +337,11 @@ def test_fault_inject_hang_is_bounded(build_output):
 GUEST_RUN = ROOT / "roles/workload_runner/files/kablab-guest-run"
 
 
-@pytest.mark.skipif(not (shutil.which("perf") and shutil.which("hyperfine")),
-                    reason="the guest runner needs perf and hyperfine (host_setup installs them)")
 def test_guest_runner_records_crashes_perf_stat_hides(build_output, tmp_path):
     """perf stat exits 0 when its child dies of a signal: the runner must
     still record run 2 as SIGSEGV, run 3 as exit 1 and run 4 (a hang) as
     killed by its timeout, and keep runs 1 and 5."""
+    need("perf", "hyperfine")
     out = tmp_path / "block"
     command = (f"{BUILD / 'fault-inject'} --iterations 1000 --crash-runs 2 "
                "--hang-runs 4 --hang-s 60")
@@ -365,12 +365,11 @@ def test_guest_runner_records_crashes_perf_stat_hides(build_output, tmp_path):
     assert "[run 2] fault-inject: run 2 crashes (segv)" in (out / "stderr.log").read_text()
 
 
-@pytest.mark.skipif(not (shutil.which("perf") and shutil.which("hyperfine")),
-                    reason="the guest runner needs perf and hyperfine (host_setup installs them)")
 def test_collector_reads_the_guest_runner_stream(build_output, tmp_path):
     """The raw contract end to end: what kablab-guest-run prints, saved as
     the runner role saves it, is all the collector needs; a cut stream
     fails the block with the reason instead of losing it silently."""
+    need("perf", "hyperfine")
     p = subprocess.run(["sh", str(GUEST_RUN), str(tmp_path / "guest"), "2", "0", "30", "task-clock",
                         f"{BUILD / 'syscall-mix'} --seed 1"], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
@@ -407,6 +406,7 @@ def test_workload_added_by_the_recipe_is_picked_up(build_output, tmp_path):
     file, the data-only role, one line in the list. Preflight loads it,
     builds it, dry-runs and prints the argv the guests will run; the guest
     runner, run here on that argv, measures it into the raw frame."""
+    need("rsync", "perf", "hyperfine")
     repo = tmp_path / "repo"
     files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
                            capture_output=True, check=True).stdout
