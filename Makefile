@@ -9,7 +9,7 @@ ARGS        ?=
 # Kernel builds cache-prune keeps per variant and profile.
 KEEP        ?= 1
 
-.PHONY: all bootstrap setup kernels smoke campaign full report compare test check lint clean-domains cache-prune
+.PHONY: all bootstrap setup kernels smoke campaign full report compare test check lint clean-domains cache-prune reliability-doc
 
 all: smoke
 
@@ -59,6 +59,12 @@ test: setup lint
 FAST_TESTS := tests/unit tests/report tests/test_workloads.py tests/test_security.py tests/test_tlbmodel.py
 check: lint
 	$(PYTHON) -m pytest -q $(PYTEST_ARGS) $(FAST_TESTS)
+
+# The suite writes its fault-case table to build/reliability.md (never over
+# tracked files); this copies it over docs/reliability.md, deliberately.
+reliability-doc:
+	@test -s build/reliability.md || { echo "kablab: no build/reliability.md; run make test (the whole suite) first" >&2; exit 1; }
+	cp build/reliability.md docs/reliability.md
 
 clean-domains:
 	$(PLAYBOOK) playbooks/teardown.yml

@@ -89,35 +89,71 @@ def input_errors(variants, seed) -> list[str]:
     return out
 
 
-def workload_argv(name: str, profile: str, seed, settings: dict) -> dict:
-    """The arguments a campaign gives workload `name` (without --json):
-    {"var": the variable they come from, "argv": [...], "error": message or
-    None}. `settings` is the workload role's defaults overlaid with the
-    user's workload_<name>_* variables. Keep the extras in step with
-    roles/workload_fault_inject and roles/workload_module_bpf_churn."""
-    under = name.replace("-", "_")
-    var = f"workload_{under}_args"
+def _int_setting(settings: dict, key: str, default, low: int) -> tuple[int | None, str | None]:
+    value = settings.get(key, default)
+    if isinstance(value, str) and re.fullmatch(r"\s*[0-9]+\s*", value):
+        value = int(value)
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        return None, f"{key} must be an integer >= {low} (got {value!r})"
+    return value, None
+
+
+def workload_spec(name: str, profile: str, seed, settings: dict, runs=3, warmup=1) -> dict:
+    """One workload's campaign settings, as the run stage uses them and
+    preflight checks them: the role's defaults (roles/workload_<name>/
+    defaults/main.yml) overlaid with the user's workload_<name>_* variables.
+
+    Returns {"name", "var", "argv", "timeout_s", "primary_metric", "runs",
+    "warmup", "prepare", "error"}. argv (without --json) is the profile's
+    arguments, then workload_<name>_args_always with each "{setting}"
+    replaced by workload_<name>_<setting>, then --seed: exactly what the
+    guest runs. runs and warmup default to the campaign's. error is None or
+    the first message naming the bad variable."""
+    prefix = "workload_" + name.replace("-", "_") + "_"
+    var = prefix + "args"
+    spec = {"name": name, "var": var, "argv": [], "timeout_s": None, "primary_metric": None,
+            "runs": None, "warmup": None, "prepare": "", "error": None}
+
+    def bad(msg: str) -> dict:
+        spec["error"] = msg
+        return spec
+
     table = settings.get(var)
     if not isinstance(table, dict) or profile not in table:
-        return {"var": var, "argv": [], "error": f"{var} must map each profile to a list of arguments; "
-                f"it has no entry for profile {profile!r} (got {table!r})"}
+        return bad(f"{var} must map each profile to a list of arguments; "
+                   f"it has no entry for profile {profile!r} (got {table!r})")
+    spec["var"] = f"{var}[{profile}]"
     args = table[profile]
     if not isinstance(args, list) or not all(isinstance(a, (str, int)) and not isinstance(a, bool) for a in args):
-        return {"var": f"{var}[{profile}]", "argv": [], "error": f"{var}[{profile}] must be a list of strings "
-                f"(got {args!r})"}
-    argv = [str(a) for a in args]
-    if name == "module-bpf-churn":
-        argv = ["--module", str(settings.get("workload_module_bpf_churn_guest_ko", "kablab_churn.ko"))] + argv
-    elif name == "fault-inject":
-        try:
-            hang_s = str(2 * int(settings.get("workload_fault_inject_timeout_s", 60)))
-        except (TypeError, ValueError):
-            hang_s = str(settings.get("workload_fault_inject_timeout_s"))
-        argv += ["--crash-runs", str(settings.get("workload_fault_inject_crash_runs", "none")),
-                 "--crash-how", str(settings.get("workload_fault_inject_crash_how", "segv")),
-                 "--hang-runs", str(settings.get("workload_fault_inject_hang_runs", "none")),
-                 "--hang-s", hang_s]
-    return {"var": f"{var}[{profile}]", "argv": argv + ["--seed", str(seed)], "error": None}
+        return bad(f"{var}[{profile}] must be a list of strings (got {args!r})")
+    always = settings.get(prefix + "args_always", [])
+    if not isinstance(always, list):
+        return bad(f"{prefix}args_always must be a list of strings (got {always!r})")
+    fields = {k[len(prefix):]: v for k, v in settings.items() if k.startswith(prefix)}
+    try:
+        extra = [str(a).format(**fields) for a in always]
+    except (KeyError, IndexError, ValueError) as e:
+        return bad(f"{prefix}args_always: {always!r} names a setting that is not defined ({e})")
+    for key, default, low in (("timeout_s", None, 1), ("runs", runs, 1), ("warmup", warmup, 0)):
+        value, err = _int_setting(settings, prefix + key, default, low)
+        if err:
+            return bad(err)
+        spec[key] = value
+    metric = settings.get(prefix + "primary_metric")
+    if not isinstance(metric, str) or not metric:
+        return bad(f"{prefix}primary_metric must name the metric of the headline verdict (got {metric!r})")
+    prepare = settings.get(prefix + "prepare", "") or ""
+    if not isinstance(prepare, str) or not re.fullmatch(r"[A-Za-z0-9_]*", prepare):
+        return bad(f"{prefix}prepare must name a tasks file of roles/{prefix[:-1]}/tasks/ (got {prepare!r})")
+    spec.update(primary_metric=metric, prepare=prepare,
+                argv=[str(a) for a in args] + extra + ["--seed", str(seed)])
+    return spec
+
+
+def workload_argv(name: str, profile: str, seed, settings: dict) -> dict:
+    """{"var", "argv", "error"} of workload_spec: what preflight dry-runs."""
+    spec = workload_spec(name, profile, seed, settings)
+    return {"var": spec["var"], "argv": spec["argv"], "error": spec["error"]}
 
 
 def workload_dry_run(binary: str | Path, args: list[str], var: str) -> str | None:
@@ -151,7 +187,7 @@ def main(argv: list[str] | None = None) -> int:
     sub = p.add_subparsers(dest="cmd", required=True)
     w = sub.add_parser("workload-args", help="dry-run workload binaries with their campaign arguments")
     w.add_argument("--bin", required=True, help="directory of the built workload binaries")
-    w.add_argument("plan", help='JSON list of {"name", "var", "argv"} (kablab_workload_argv), '
+    w.add_argument("plan", help='JSON list of {"name", "var", "argv"} (kablab_workload_spec), '
                                 'or {"error": message} entries')
     ns = p.parse_args(argv)
     errors = []

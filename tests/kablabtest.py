@@ -56,7 +56,53 @@ def kablab_leftovers() -> list[str]:
     return left
 
 
-# --- reliability table (docs/reliability.md), filled by tests/test_faults.py ---
+# --- tools: the suite installs what it needs (make setup / host_setup), so a
+# missing one is a broken setup and fails the test; it never skips it ---
+def need(*tools: str) -> None:
+    """Fail the calling test, naming every tool of `tools` not on PATH."""
+    import shutil
+    missing = [t for t in tools if shutil.which(t) is None]
+    if missing:
+        import pytest
+        pytest.fail(f"missing tool(s) {missing}: install them (make setup installs the lab's tools)",
+                    pytrace=False)
+
+
+# --- what a run built: unchanged mtimes mean nothing was built again ---
+def kernel_builds() -> dict[str, float]:
+    """Every cached kernel build (kernels/<entry>/build.json) and its mtime."""
+    return {p.parent.name: p.stat().st_mtime for p in (CACHE / "kernels").glob("*/build.json")}
+
+
+def guest_images() -> dict[str, float]:
+    """Every file of the cached guest images and its mtime."""
+    return {str(p): p.stat().st_mtime for p in (CACHE / "images").rglob("*") if p.is_file()}
+
+
+# --- direct kernel boots (test_kernels.py, test_grouped.py) ---
+def boot(kernel: str, cmdline: str, init: str, tmp_path: Path, files: list[str] = (),
+         timeout: int = 240) -> str:
+    """Boot a kernel straight into `init` (scripts/kablab-qemu-boot, no libvirt);
+    returns the console log."""
+    script = tmp_path / "init.sh"
+    script.write_text(init)
+    log = tmp_path / "console.log"
+    cmd = [str(REPO / "scripts/kablab-qemu-boot"), "--kernel", kernel, "--init", str(script),
+           "--append", cmdline, "--timeout", str(timeout), "--log", str(log)]
+    for f in files:
+        cmd += ["--file", f]
+    subprocess.run(cmd, check=False, timeout=timeout + 60)
+    return log.read_text(errors="replace")
+
+
+def meminfo(console: str) -> dict[str, int]:
+    """The KABLAB-MEMINFO lines a boot's init printed (kB)."""
+    return {m[0]: int(m[1]) for m in re.findall(r"KABLAB-MEMINFO (\w+):\s+(\d+) kB", console)}
+
+
+# --- reliability table, filled by tests/test_faults.py; conftest.py writes it
+# here after a whole-suite run (never over the tracked docs/reliability.md) ---
+RELIABILITY_BUILD = REPO / "build" / "reliability.md"
 _CASES: list[dict] = []
 
 

@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kablabtest import REPO, PlaybookRun, console_lines, record_case, report_probe, report_screenshot
+from kablabtest import (REPO, PlaybookRun, console_lines, guest_images, kernel_builds, record_case, report_probe,
+                        report_screenshot)
 
 VARIANTS = ["stock", "grouped", "split4k"]
 
@@ -24,6 +25,16 @@ def workloads() -> list[str]:
 
 def result_files(campaign: Path) -> list[Path]:
     return sorted((campaign / "results").glob("*/*.json"))
+
+
+def result_mtimes(campaign: Path) -> dict[str, int]:
+    """Each result file and its mtime (ns): a block measured again rewrites its file."""
+    return {str(f): f.stat().st_mtime_ns for f in result_files(campaign)}
+
+
+def work_state(campaign: Path) -> dict:
+    """What a run that does nothing must leave as it was."""
+    return {"kernels": kernel_builds(), "images": guest_images(), "results": result_mtimes(campaign)}
 
 
 def kablab_domains() -> list[str]:
@@ -71,12 +82,13 @@ def smoke_campaign(kernels, reports) -> dict:
     first.communicate(timeout=300)
     assert interrupted_with, "the campaign ended before it could be interrupted"
     campaign = (reports / "latest").resolve()
+    before = work_state(campaign)
     resumed_start = time.time()
     resumed = make_smoke(reports)
     resumed_s = time.time() - resumed_start
     assert resumed.rc == 0, resumed.output[-5000:]
     return {"dir": campaign, "reports": reports, "interrupted_with": interrupted_with,
-            "resumed": resumed, "resumed_s": resumed_s}
+            "resumed": resumed, "resumed_s": resumed_s, "before_resume": before}
 
 
 def test_campaign_has_every_result_once(smoke_campaign):
@@ -100,11 +112,15 @@ def test_campaign_has_every_result_once(smoke_campaign):
 
 
 def test_resume_ran_only_what_was_missing(smoke_campaign):
-    out = smoke_campaign["resumed"].output
-    total = len(result_files(smoke_campaign["dir"]))
-    ran = out.count("TASK [workload_runner : Run in the guest")
-    assert "TASK [kernel_build : Build kernel" not in out
+    before = smoke_campaign["before_resume"]
+    after = result_mtimes(smoke_campaign["dir"])
+    total = len(after)
+    ran = sum(1 for f, t in after.items() if before["results"].get(f) != t)
+    kept = [f for f, t in before["results"].items() if after.get(f) == t]
+    assert kernel_builds() == before["kernels"]
     assert 1 <= ran <= total - smoke_campaign["interrupted_with"] + 1
+    # every finished result of the interrupted run is kept as it was
+    assert len(kept) >= smoke_campaign["interrupted_with"] - 1, (kept, before["results"])
     print(f"resume measured {ran} of {total} blocks")
     record_case("interrupted campaign (SIGTERM)", "SIGTERM to `make smoke` and its ansible-playbook "
                 "after 4 results", f"the resumed `make smoke` measured {ran} of {total} blocks, "
@@ -158,15 +174,18 @@ def test_report_first_screen_in_chromium(smoke_campaign, tmp_path):
 
 
 def test_rerun_of_completed_campaign_does_nothing(smoke_campaign):
+    before = work_state(smoke_campaign["dir"])
+    logs = sorted((smoke_campaign["dir"] / "logs").glob("*.log"))
     start = time.time()
     run = make_smoke(smoke_campaign["reports"])
     elapsed = time.time() - start
     assert run.rc == 0, run.output[-4000:]
-    assert "TASK [kernel_build : Build kernel" not in run.output
-    assert "TASK [guest_image : Run debootstrap" not in run.output
-    assert "TASK [guest_domain : Start the domains" not in run.output
-    assert "TASK [workload_runner : Run in the guest" not in run.output
-    assert "(done, skipped)" in run.output
+    # nothing built, booted or measured again: same kernels, image and
+    # results, no new console log, and the lab says each boot is done
+    assert work_state(smoke_campaign["dir"]) == before
+    assert sorted((smoke_campaign["dir"] / "logs").glob("*.log")) == logs
+    boots = len(json.loads((smoke_campaign["dir"] / "plan.json").read_text())["plan"])
+    assert run.output.count("(done, skipped)") == boots, run.output[-4000:]
     print(f"no-change re-run of a completed campaign: {elapsed:.1f} s (goal <= 60 s)")
 
 

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from kablabtest import CACHE, PUBLISH, REPO, kablab_leftovers, run_playbook, record_case
+from kablabtest import (CACHE, PUBLISH, REPO, guest_images, kablab_leftovers, kernel_builds, record_case,
+                        run_playbook)
 
 STOCK = {"name": "stock", "series": ["common"], "kconfig": [], "cmdline": ""}
 XML_CMDLINE = "a</cmdline><on_poweroff>restart</on_poweroff><cmdline>"
@@ -57,8 +58,6 @@ def test_bad_input_fails_before_any_work(case, extra, message, tmp_path):
     took = time.monotonic() - started
     assert run.rc != 0
     assert message in run.output, run.output[-3000:]
-    assert "TASK [kernel_build : Build kernel" not in run.output
-    assert "guest_domain : Define" not in run.output
     assert built_entries() == before
     assert not list(tmp_path.glob("*/results/*/*.json"))
     assert kablab_leftovers() == []
@@ -69,11 +68,12 @@ def test_bad_input_fails_before_any_work(case, extra, message, tmp_path):
 
 def test_disk_nearly_full_fails_before_the_build(kernels, tmp_path):
     variant = {**STOCK, "name": "diskfull"}
+    builds = kernel_builds()
     run = run_playbook("kernels.yml", extra_vars={"kablab_variants": [variant],
                                                   "kernel_build_min_free_gib": {"ci": 1000000, "distro": 1000000}})
     assert run.rc != 0
     assert "GiB free; building 1 variant(s) with the 'ci' config needs 1000000 GiB" in run.output, run.output[-3000:]
-    assert "TASK [kernel_build : Build kernel" not in run.output
+    assert kernel_builds() == builds
     assert not list((CACHE / "kernels").glob("diskfull-*"))
     assert kablab_leftovers() == []
     record_case("disk nearly full", "`kernel_build_min_free_gib` above the free space",
@@ -112,7 +112,8 @@ def test_kernel_that_does_not_compile_names_the_error(kernels, tmp_path):
     # stock was cached before and is still the same, valid entry
     assert {p.name: (p / "build.json").stat().st_mtime for p in (CACHE / "kernels").glob("stock-*")} == stock_before
     again = run_playbook("kernels.yml", extra_vars={"kablab_variants": [STOCK]})
-    assert again.rc == 0 and "TASK [kernel_build : Build kernel" not in again.output, again.output[-3000:]
+    assert again.rc == 0, again.output[-3000:]
+    assert {p.name: (p / "build.json").stat().st_mtime for p in (CACHE / "kernels").glob("stock-*")} == stock_before
     assert kablab_leftovers() == []
     record_case("kernel does not build", "a series whose patch adds `#error` to mm/secretmem.c",
                 '`variant brokenbuild: kernel build failed: mm/secretmem.c:2:2: error: #error ...` + the last 25 log lines',
@@ -247,9 +248,9 @@ def test_stopped_guest_is_bounded_destroyed_and_replaced(fault_campaign):
     # the next workload ran in a fresh boot of the same kernel
     nxt = fault_campaign["results"]["stock/fault-inject-block0"]
     assert nxt["status"] == "ok"
+    # a second console log of stock: the stopped domain was destroyed and booted again
     logs = sorted(p.name for p in (fault_campaign["dir"] / "logs").glob("stock-boot*.log"))
     assert len(logs) >= 2, logs
-    assert "TASK [guest_domain : Power the domains off]" in fault_campaign["output"]
     assert kablab_leftovers() == []
     record_case("guest hangs (stopped domain)", "`virsh suspend kablab-stock` while fork-exec runs",
                 "block fails after (runs + warmup) x timeout + slack (here 60 s): 'The command action failed "
@@ -329,6 +330,7 @@ def test_second_campaign_stops_at_once_and_the_first_completes(kernels, tmp_path
         while lock_owner(DOMAIN_LOCK) != first.pid and first.poll() is None and time.time() < deadline:
             time.sleep(0.5)
         assert lock_owner(DOMAIN_LOCK) == first.pid, log.read_text()[-3000:]
+        builds, images = kernel_builds(), guest_images()
         started = time.monotonic()
         second = run_playbook("site.yml", extra_vars={**extra, "kablab_reports_dir": str(tmp_path / "second")},
                               timeout=600)
@@ -341,8 +343,8 @@ def test_second_campaign_stops_at_once_and_the_first_completes(kernels, tmp_path
     msg = f"kablab: campaign on domains kablab-* is in use by the run with pid {first.pid} started "
     assert msg in second.output, second.output[-3000:]
     assert "playbooks/site.yml" in second.output[second.output.index(msg):]
-    assert "TASK [kernel_build : Build kernel" not in second.output
-    assert "TASK [guest_image" not in second.output and "guest_domain : Define" not in second.output
+    # it stopped before building anything (the first campaign builds nothing either: all cached)
+    assert (kernel_builds(), guest_images()) == (builds, images)
     assert not (tmp_path / "second").exists() or not list((tmp_path / "second").glob("*/results/*/*.json"))
     assert took < 120, f"the second campaign took {took:.0f} s to stop"
     assert rc == 0, out[-5000:]

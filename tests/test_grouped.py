@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kablabtest import REPO
-from test_kernels import boot, meminfo
+from kablabtest import REPO, boot, meminfo
 
 MODULE_LOADS = 50
 BPF_PROGS = 200

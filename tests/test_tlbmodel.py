@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from kablabtest import need
+
 ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "tlbmodel"
 QEMU = shutil.which("qemu-system-x86_64")
@@ -90,6 +92,7 @@ def test_plugin_exports_only_the_abi(build):
 
 
 def qemu(build, plugin_args, *extra):
+    need("qemu-system-x86_64")
     return subprocess.run(
         ["nice", "-n", "19", QEMU, "-accel", "tcg", "-m", "128", "-display", "none",
          "-net", "none", "-S", "-monitor", "stdio", *extra,
@@ -97,7 +100,6 @@ def qemu(build, plugin_args, *extra):
         input="quit\n", capture_output=True, text=True, timeout=60)
 
 
-@pytest.mark.skipif(not QEMU, reason="qemu-system-x86_64 not installed")
 def test_qemu_loads_plugin_and_writes_params_and_total(build, tmp_path):
     out = tmp_path / "tlb.jsonl"
     p = qemu(build, f"root=0x2000,levels=4,l1d_4k=64:4,out={out}",
@@ -115,7 +117,6 @@ def test_qemu_loads_plugin_and_writes_params_and_total(build, tmp_path):
     assert total["runs"] == 0
 
 
-@pytest.mark.skipif(not QEMU, reason="qemu-system-x86_64 not installed")
 @pytest.mark.parametrize("args,message", [
     ("out=/dev/null", "root=<phys of init_top_pgt>"),
     ("root=none,l1d_4k=7:2", "l1d_4k: entries must be a multiple"),

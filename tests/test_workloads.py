@@ -8,6 +8,7 @@ module-bpf-churn and secretmem-frag are never run for real on the host
 import hashlib
 import json
 import math
+import os
 import re
 import shutil
 import subprocess
@@ -17,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from kablab import collect, rawframe
+from kablabtest import need
 
 ROOT = Path(__file__).resolve().parents[1]
 WL = ROOT / "workloads"
@@ -335,12 +337,11 @@ def test_fault_inject_hang_is_bounded(build_output):
 GUEST_RUN = ROOT / "roles/workload_runner/files/kablab-guest-run"
 
 
-@pytest.mark.skipif(not (shutil.which("perf") and shutil.which("hyperfine")),
-                    reason="the guest runner needs perf and hyperfine (host_setup installs them)")
 def test_guest_runner_records_crashes_perf_stat_hides(build_output, tmp_path):
     """perf stat exits 0 when its child dies of a signal: the runner must
     still record run 2 as SIGSEGV, run 3 as exit 1 and run 4 (a hang) as
     killed by its timeout, and keep runs 1 and 5."""
+    need("perf", "hyperfine")
     out = tmp_path / "block"
     command = (f"{BUILD / 'fault-inject'} --iterations 1000 --crash-runs 2 "
                "--hang-runs 4 --hang-s 60")
@@ -364,12 +365,11 @@ def test_guest_runner_records_crashes_perf_stat_hides(build_output, tmp_path):
     assert "[run 2] fault-inject: run 2 crashes (segv)" in (out / "stderr.log").read_text()
 
 
-@pytest.mark.skipif(not (shutil.which("perf") and shutil.which("hyperfine")),
-                    reason="the guest runner needs perf and hyperfine (host_setup installs them)")
 def test_collector_reads_the_guest_runner_stream(build_output, tmp_path):
     """The raw contract end to end: what kablab-guest-run prints, saved as
     the runner role saves it, is all the collector needs; a cut stream
     fails the block with the reason instead of losing it silently."""
+    need("perf", "hyperfine")
     p = subprocess.run(["sh", str(GUEST_RUN), str(tmp_path / "guest"), "2", "0", "30", "task-clock",
                         f"{BUILD / 'syscall-mix'} --seed 1"], capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
@@ -389,3 +389,61 @@ def test_collector_reads_the_guest_runner_stream(build_output, tmp_path):
             assert (raw / "perf.csv").is_file()
         else:
             assert doc["status"] == "failed" and "the stream was cut" in doc["failure"]["reason"]
+
+
+# ---------------------------------------------------------------- adding a workload (README recipe)
+
+def readme_block(lang, after):
+    """The fenced block of `lang` that follows the line containing `after` in workloads/README.md."""
+    text = (WL / "README.md").read_text()
+    m = re.search(re.escape(after) + r".*?\n\n```" + lang + r"\n(.*?)```", text, re.S)
+    assert m, f"{after} not found in workloads/README.md"
+    return m.group(1)
+
+
+def test_workload_added_by_the_recipe_is_picked_up(build_output, tmp_path):
+    """README "Adding a workload", done in a copy of the repository: the C
+    file, the data-only role, one line in the list. Preflight loads it,
+    builds it, dry-runs and prints the argv the guests will run; the guest
+    runner, run here on that argv, measures it into the raw frame."""
+    need("rsync", "perf", "hyperfine")
+    repo = tmp_path / "repo"
+    files = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=ROOT,
+                           capture_output=True, check=True).stdout
+    subprocess.run(["rsync", "-a", "--from0", "--files-from=-", f"{ROOT}/", f"{repo}/"], input=files, check=True)
+    # the built binaries, mtimes kept: make only builds the new one
+    subprocess.run(["rsync", "-a", f"{BUILD}/", f"{repo}/workloads/build/"], check=True)
+    (repo / "workloads/getpid-loop").mkdir()
+    (repo / "workloads/getpid-loop/getpid-loop.c").write_text(readme_template())
+    role = repo / "roles/workload_getpid_loop"
+    (role / "defaults").mkdir(parents=True)
+    (role / "meta").mkdir()
+    (role / "defaults/main.yml").write_text(readme_block("yaml", "`roles/workload_getpid_loop/defaults/main.yml`"))
+    (role / "meta/main.yml").write_text(readme_block("yaml", "`roles/workload_getpid_loop/meta/main.yml`"))
+    workloads_yml = repo / "inventory/group_vars/all/workloads.yml"
+    workloads_yml.write_text(workloads_yml.read_text().replace(
+        "kablab_workloads:\n", "kablab_workloads:\n  - getpid-loop\n", 1))
+
+    run = subprocess.run(["ansible-playbook", "playbooks/preflight.yml", "-e", f"kablab_publish_dir={tmp_path}/publish"],
+                         cwd=repo, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "ANSIBLE_NOCOLOR": "1"})
+    out = run.stdout + run.stderr
+    assert run.returncode == 0, out[-4000:]
+    m = re.search(r"kablab: workload getpid-loop runs getpid-loop (.*?) \((\d+) runs", out)
+    assert m, out[-4000:]
+    argv = m.group(1).split()
+    assert argv == ["--iterations", "200", "--seed", "1"]
+    sums = (repo / "workloads/build/SHA256SUMS").read_text()
+    assert "  getpid-loop\n" in sums
+
+    # The guest runner, exactly as a guest runs it (2 runs, 0 warm-up, 60 s each).
+    binary = repo / "workloads/build/getpid-loop"
+    runner = subprocess.run([str(ROOT / "roles/workload_runner/files/kablab-guest-run"), str(tmp_path / "out"),
+                             "2", "0", "60", "task-clock", " ".join([str(binary)] + argv)],
+                            capture_output=True, text=True, timeout=300)
+    assert runner.returncode == 0, runner.stderr
+    frames = rawframe.parse(runner.stdout)
+    assert json.loads(frames["runner.json"])["exit_codes"] == [0, 0]
+    docs = [json.loads(line) for line in frames["harness.jsonl"].decode().splitlines()]
+    assert [d["workload"] for d in docs] == ["getpid-loop", "getpid-loop"]
+    assert all(d["params"]["iterations"] == 200 and d["metrics"]["calls_per_s"]["value"] > 0 for d in docs)

@@ -9,7 +9,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from kablab import domains  # noqa: E402
 from kablab.kcache import du_freed, kernel_entries, merge_manifest, prune_decision  # noqa: E402
 from kablab.plan import host_boots, plan_boots  # noqa: E402
-from kablab.validate import input_errors, workload_argv  # noqa: E402
+from kablab.validate import input_errors, workload_spec  # noqa: E402
 
 
 def boots_from_noise(noise_from: str, effect_pct: float, at_least: int) -> int:
@@ -38,9 +38,6 @@ class FilterModule:
             "kablab_boots_from_noise": boots_from_noise,
             # (variants, seed) -> messages naming each bad input; [] = all good
             "kablab_input_errors": input_errors,
-            # (settings, name, profile, seed) -> {var, argv, error}: a workload's campaign arguments
-            "kablab_workload_argv": lambda settings, name, profile, seed: workload_argv(
-                name, profile, seed, dict(settings)),
             # (variants, key outputs, build.json contents) -> {variant: kernel entry}
             "kablab_kernel_entries": lambda variants, keys, records: kernel_entries(
                 list(variants), list(keys), list(records)),
@@ -65,4 +62,9 @@ class FilterModule:
             "kablab_guests_record": lambda plan, unames, boots, logdir, kernels, hypervisor, secs, known:
                 domains.guests_record(list(plan), list(unames), dict(boots), logdir, dict(kernels),
                                       hypervisor, float(secs), dict(known)),
+            # (settings, name, profile, seed, runs, warmup) -> a workload's campaign
+            # settings: {name, var, argv, timeout_s, primary_metric, runs, warmup,
+            # prepare, error}; preflight dry-runs the argv the runner runs.
+            "kablab_workload_spec": lambda settings, name, profile, seed, runs, warmup: workload_spec(
+                name, profile, seed, dict(settings), runs, warmup),
         }

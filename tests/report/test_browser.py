@@ -46,6 +46,5 @@ def test_console_detection_works(tmp_path: Path) -> None:
     bad = tmp_path / "bad.html"
     bad.write_text("<html><body><script>undefined_fn();</script></body></html>")
     p = run_chromium("--enable-logging=stderr", "--v=0", "--dump-dom", bad.as_uri())
-    if p.returncode != 0:
-        pytest.skip("chromium failed to start")
+    assert p.returncode == 0, p.stderr[-2000:]
     assert any("Uncaught" in ln and ":CONSOLE" in ln for ln in p.stderr.splitlines())

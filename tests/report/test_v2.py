@@ -259,10 +259,8 @@ def test_compare_cli_names_colliding_kernels(tmp_path: Path) -> None:
 def test_browser_first_screen(synth: Path, tmp_path: Path) -> None:
     """Headless Chromium: #verdict-matrix is in the first screen; no console errors;
     the screenshot of the first screen stays in the test's tmp dir."""
-    import shutil
-    from kablabtest import console_lines, report_probe, report_screenshot
-    if shutil.which("chromium") is None:
-        pytest.skip("chromium not installed")
+    from kablabtest import console_lines, need, report_probe, report_screenshot
+    need("chromium")
     shot = tmp_path / "first-screen.png"
     p = report_screenshot(synth / "index.html", shot)
     assert p.returncode == 0, p.stderr[-2000:]

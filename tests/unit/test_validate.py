@@ -10,7 +10,7 @@ import jinja2
 import pytest
 
 from kablab.validate import (check_cmdline, check_kconfig_line, check_seed, check_variants, input_errors,
-                             workload_argv,
+                             workload_argv, workload_spec,
                              workload_dry_run)
 
 REPO = Path(__file__).resolve().parents[2]
@@ -120,21 +120,54 @@ def test_domain_xml_escapes_every_value():
     assert root.find("devices/serial/source").get("path") == "/l\"og"
 
 
-def test_workload_argv_adds_what_the_roles_add():
-    s = {"workload_syscall_mix_args": {"smoke": ["--iterations", 10]}}
-    assert workload_argv("syscall-mix", "smoke", 3, s) == {
-        "var": "workload_syscall_mix_args[smoke]", "argv": ["--iterations", "10", "--seed", "3"], "error": None}
-    m = workload_argv("module-bpf-churn", "smoke", 1, {"workload_module_bpf_churn_args": {"smoke": []},
-                                                      "workload_module_bpf_churn_guest_ko": "/g/k.ko"})
-    assert m["argv"] == ["--module", "/g/k.ko", "--seed", "1"]
-    f = workload_argv("fault-inject", "smoke", 1, {"workload_fault_inject_args": {"smoke": []},
-                                                  "workload_fault_inject_crash_runs": "2",
-                                                  "workload_fault_inject_timeout_s": 10})
-    assert f["argv"] == ["--crash-runs", "2", "--crash-how", "segv", "--hang-runs", "none", "--hang-s", "20",
+def _settings(name: str) -> dict:
+    """A workload role's defaults as the load entry point reads them."""
+    import yaml
+    return yaml.safe_load((REPO / "roles" / f"workload_{name.replace('-', '_')}" / "defaults/main.yml").read_text())
+
+
+def test_workload_spec_is_args_then_always_then_seed():
+    s = {"workload_syscall_mix_args": {"smoke": ["--iterations", 10]}, "workload_syscall_mix_timeout_s": "30",
+         "workload_syscall_mix_primary_metric": "ops_per_s"}
+    assert workload_spec("syscall-mix", "smoke", 3, s, 5, 0) == {
+        "name": "syscall-mix", "var": "workload_syscall_mix_args[smoke]", "argv": ["--iterations", "10", "--seed", "3"],
+        "timeout_s": 30, "primary_metric": "ops_per_s", "runs": 5, "warmup": 0, "prepare": "", "error": None}
+    assert workload_argv("syscall-mix", "smoke", 3, s)["argv"] == ["--iterations", "10", "--seed", "3"]
+    m = workload_spec("module-bpf-churn", "smoke", 1, {**_settings("module-bpf-churn"),
+                                                       "workload_module_bpf_churn_guest_ko": "/g/k.ko"})
+    assert m["argv"][-4:] == ["--module", "/g/k.ko", "--seed", "1"] and m["prepare"] == "kmod"
+    f = workload_spec("fault-inject", "smoke", 1, {**_settings("fault-inject"),
+                                                   "workload_fault_inject_crash_runs": "2",
+                                                   "workload_fault_inject_runs": 4})
+    assert f["argv"] == ["--crash-runs", "2", "--crash-how", "segv", "--hang-runs", "none", "--hang-s", "120",
                          "--seed", "1"]
-    assert "no entry for profile 'full'" in workload_argv("syscall-mix", "full", 1, s)["error"]
-    assert "must be a list of strings" in workload_argv(
-        "syscall-mix", "smoke", 1, {"workload_syscall_mix_args": {"smoke": "--iterations 5"}})["error"]
+    assert (f["runs"], f["timeout_s"]) == (4, 60)
+
+
+def test_workload_spec_names_the_bad_variable():
+    s = {"workload_syscall_mix_args": {"smoke": []}, "workload_syscall_mix_timeout_s": 30,
+         "workload_syscall_mix_primary_metric": "ops_per_s"}
+    assert "no entry for profile 'full'" in workload_spec("syscall-mix", "full", 1, s)["error"]
+    assert "must be a list of strings" in workload_spec(
+        "syscall-mix", "smoke", 1, {**s, "workload_syscall_mix_args": {"smoke": "--iterations 5"}})["error"]
+    assert workload_spec("syscall-mix", "smoke", 1, {**s, "workload_syscall_mix_timeout_s": 0})["error"] == \
+        "workload_syscall_mix_timeout_s must be an integer >= 1 (got 0)"
+    assert workload_spec("syscall-mix", "smoke", 1, {**s, "workload_syscall_mix_runs": "x"})["error"].startswith(
+        "workload_syscall_mix_runs must be an integer >= 1")
+    assert "names a setting that is not defined" in workload_spec(
+        "syscall-mix", "smoke", 1, {**s, "workload_syscall_mix_args_always": ["{nope}"]})["error"]
+    assert "primary_metric" in workload_spec(
+        "syscall-mix", "smoke", 1, {**s, "workload_syscall_mix_primary_metric": ""})["error"]
+
+
+def test_every_workload_role_is_valid_data():
+    roles = sorted((REPO / "roles").glob("workload_*"))
+    names = [r.name[len("workload_"):].replace("_", "-") for r in roles if r.name != "workload_runner"]
+    assert len(names) >= 10
+    for name in names:
+        settings = {k: v for k, v in _settings(name).items() if "{{" not in str(v)}
+        for profile in ("smoke", "full"):
+            assert workload_spec(name, profile, 1, settings)["error"] is None, name
 
 
 def test_workload_args_cli_prints_every_rejection(binaries):
