@@ -422,14 +422,24 @@ def main(argv=None):
     if a.cmd == "pick-cpus":
         print(json.dumps(pick_cpus(a.root, a.vcpus)))
         return 0
+    accept = [x.strip() for x in a.accept.split(",") if x.strip()]
+    unknown = [x for x in accept if x not in CHECKS]
+    if unknown:
+        print(f"kablab.doctor: kablab_accept names unknown checks {unknown}; the checks are {list(CHECKS)}",
+              file=sys.stderr)
+        return 2
     probe = load_probe(a.probe)
     findings = run_checks(a.root, probe, a.backing, a.memory_mib, a.guests, a.pinning.split())
-    for f in findings:
-        print(line(f))
-    left = unaccepted(findings, a.accept)
+    left = unaccepted(findings, accept)
     doc = {"findings": findings, "summary": summary(findings), "invalidates": invalidating(findings),
-           "accepted": [x for x in invalidating(findings) if x not in left],
-           "probe": probe, "backing": a.backing, "pinning": a.pinning}
+           "accepted": [x for x in invalidating(findings) if x not in left], "unaccepted": left,
+           "lines": [line(f) for f in findings], "probe": probe, "backing": a.backing, "pinning": a.pinning}
+    if a.json == "-":
+        # For Ansible: the document alone on stdout (it carries the lines).
+        print(json.dumps(doc, sort_keys=True))
+        return 0
+    for text in doc["lines"]:
+        print(text)
     print(f"summary: {doc['summary']}")
     if a.json:
         tmp = a.json + ".tmp"
