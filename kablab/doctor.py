@@ -367,6 +367,33 @@ def summary(findings):
     return "; ".join(parts)
 
 
+def provenance(doc):
+    """What a result carries of a doctor document: the summary, what was
+    accepted, and each check's verdict, what it invalidates and why."""
+    if not doc:
+        return {}
+    return {"summary": doc.get("summary"), "accepted": list(doc.get("accepted") or []),
+            "backing": doc.get("backing"),
+            "checks": {f["check"]: {k: f[k] for k in ("verdict", "invalidates", "detail") if k in f}
+                       for f in doc.get("findings") or []}}
+
+
+def host_lines(results):
+    """One {host, summary, accepted, invalidates} per (host, summary) seen in
+    the results' provenance, for the report's first screen."""
+    seen = {}
+    for r in results:
+        h = r.get("host") or {}
+        d = h.get("doctor") or {}
+        if not d.get("summary"):
+            continue
+        bad = sorted(c for c, f in (d.get("checks") or {}).items() if f.get("verdict") == INVALID)
+        key = (h.get("name"), d["summary"])
+        seen.setdefault(key, {"host": h.get("name") or "?", "summary": d["summary"],
+                              "accepted": list(d.get("accepted") or []), "invalidates": bad})
+    return list(seen.values())
+
+
 def capture(root, dest):
     """Copy every file the checks read from root into dest (same relative paths)."""
     n = 0

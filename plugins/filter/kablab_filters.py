@@ -6,6 +6,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
+from kablab.doctor import provenance as doctor_provenance  # noqa: E402
 from kablab.plan import host_boots, plan_boots  # noqa: E402
 from kablab.validate import input_errors, workload_argv  # noqa: E402
 
@@ -36,6 +37,8 @@ class FilterModule:
             "kablab_boots_from_noise": boots_from_noise,
             # (variants, seed) -> messages naming each bad input; [] = all good
             "kablab_input_errors": input_errors,
+            # a make doctor document -> what each result's host provenance carries
+            "kablab_doctor_provenance": doctor_provenance,
             # (settings, name, profile, seed) -> {var, argv, error}: a workload's campaign arguments
             "kablab_workload_argv": lambda settings, name, profile, seed: workload_argv(
                 name, profile, seed, dict(settings)),
