@@ -293,10 +293,11 @@ def check_numa(root, pinning=()):
                    "pin vCPUs to one node's cores (guest_domain_vcpu_pinning); libvirt then places RAM there")
 
 
-def pick_cpus(root, vcpus):
-    """vCPU pinning for guest_domain_vcpu_pinning: one CPU per distinct physical
-    core (never two SMT siblings), isolated CPUs first, all on the first NUMA
-    node that has enough cores. [] when the host cannot give vcpus cores."""
+def pick_placement(root, vcpus):
+    """vCPU placement for guest_domain_vcpu_placement=cores: one CPU per
+    distinct physical core (never two SMT siblings), isolated CPUs first,
+    all on the first NUMA node that has enough cores, whose memory the guest
+    then gets. {"cpus": [] , "node": None} when no node has vcpus cores."""
     iso = set(cpulist(read(root, "sys/devices/system/cpu/isolated")))
     topo = topology(root)
     nodes = cpulist(read(root, "sys/devices/system/node/online") or "0")
@@ -308,8 +309,13 @@ def pick_cpus(root, vcpus):
                 seen.add(topo[c])
                 picked.append(str(c))
         if len(picked) >= vcpus:
-            return picked[:vcpus]
-    return []
+            return {"cpus": picked[:vcpus], "node": n}
+    return {"cpus": [], "node": None}
+
+
+def pick_cpus(root, vcpus):
+    """The cpus of pick_placement (guest_domain_vcpu_pinning's form)."""
+    return pick_placement(root, vcpus)["cpus"]
 
 
 def run_checks(root, probe, backing="default", memory_mib=2048, guests=1, pinning=()):
@@ -434,6 +440,9 @@ def main(argv=None):
     c.add_argument("--memory-mib", type=int, default=2048)
     c.add_argument("--guests", type=int, default=1)
     c.add_argument("--pinning", default="", help="space-separated cpusets, one per vCPU")
+    c.add_argument("--placement", default="manual", choices=("manual", "cores"),
+                   help="cores: judge the pinning guest_domain would pick (pick_placement)")
+    c.add_argument("--vcpus", type=int, default=2)
     c.add_argument("--accept", default="", help="comma-separated checks whose 'invalidates' is accepted")
     c.add_argument("--json", help="write the findings here")
     p = sub.add_parser("capture")
@@ -447,7 +456,7 @@ def main(argv=None):
         print(f"captured {capture(a.root, a.dest)} files into {a.dest}")
         return 0
     if a.cmd == "pick-cpus":
-        print(json.dumps(pick_cpus(a.root, a.vcpus)))
+        print(json.dumps(pick_placement(a.root, a.vcpus)))
         return 0
     accept = [x.strip() for x in a.accept.split(",") if x.strip()]
     unknown = [x for x in accept if x not in CHECKS]
@@ -456,11 +465,12 @@ def main(argv=None):
               file=sys.stderr)
         return 2
     probe = load_probe(a.probe)
-    findings = run_checks(a.root, probe, a.backing, a.memory_mib, a.guests, a.pinning.split())
+    pinning = pick_cpus(a.root, a.vcpus) if a.placement == "cores" else a.pinning.split()
+    findings = run_checks(a.root, probe, a.backing, a.memory_mib, a.guests, pinning)
     left = unaccepted(findings, accept)
     doc = {"findings": findings, "summary": summary(findings), "invalidates": invalidating(findings),
            "accepted": [x for x in invalidating(findings) if x not in left], "unaccepted": left,
-           "lines": [line(f) for f in findings], "probe": probe, "backing": a.backing, "pinning": a.pinning}
+           "lines": [line(f) for f in findings], "probe": probe, "backing": a.backing, "pinning": " ".join(pinning)}
     if a.json == "-":
         # For Ansible: the document alone on stdout (it carries the lines).
         print(json.dumps(doc, sort_keys=True))

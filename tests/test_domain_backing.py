@@ -29,7 +29,7 @@ def render(backing: str, accel: str, name: str) -> str:
         **ROLE_VARS, ansible_managed="managed",
         guest_domain_accel_result={"domain_type": "kvm" if accel == "kvm" else "qemu", "accel": accel},
         guest_domain_memory_mib=2048, guest_domain_memory_backing=backing, guest_domain_vcpus=2,
-        guest_domain_vcpu_pinning=["0", "1"], guest_domain_machine="pc", guest_domain_disk_cache="writeback",
+        guest_domain_vcpu_pinning=["0", "1"], guest_domain_numa_node="0", guest_domain_machine="pc", guest_domain_disk_cache="writeback",
         _dom={"name": name, "kernel": "/var/lib/kablab/kernels/none", "cmdline": "console=ttyS0",
               "log": "/var/lib/kablab/logs/" + name + ".log", "port": 0})
 
@@ -55,6 +55,8 @@ def test_domain_xml_validates_and_defines(backing, accel, tmp_path):
         assert int(mb.find("hugepages/page").get("size")) == doctor.HUGETLB_KIB[backing]
     else:
         assert mb.find("hugepages") is not None
+    # vCPU placement "cores": pinned, memory bound to the vCPUs' node
+    assert ET.fromstring(xml).find("numatune/memory").get("nodeset") == "0"
     if accel == "kvm":
         assert ET.fromstring(xml).find("features/pmu").get("state") == "on"
     f = tmp_path / "domain.xml"

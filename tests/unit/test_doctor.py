@@ -51,6 +51,8 @@ def test_kvm_host_with_hugetlbfs():
     root, probe = host("kvm-hugetlbfs")
     pin = doctor.pick_cpus(root, 2)
     assert pin == ["1", "0"]  # isolated CPU first, distinct cores
+    assert doctor.pick_placement(root, 2) == {"cpus": ["1", "0"], "node": 0}
+    assert doctor.pick_placement(root, 3) == {"cpus": [], "node": None}
     f = doctor.run_checks(root, probe, "hugetlbfs-2M", 2048, 2, pin)
     assert doctor.invalidating(f) == []
     assert verdicts(f)["cpufreq"] == "ok"
