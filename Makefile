@@ -9,7 +9,7 @@ ARGS        ?=
 # Kernel builds cache-prune keeps per variant and profile.
 KEEP        ?= 1
 
-.PHONY: all bootstrap setup kernels smoke campaign full report compare test check lint clean-domains cache-prune reliability-doc
+.PHONY: all bootstrap setup doctor kernels smoke campaign full report compare test check lint clean-domains cache-prune reliability-doc
 
 all: smoke
 
@@ -21,6 +21,11 @@ bootstrap:
 
 setup: bootstrap
 	$(PLAYBOOK) playbooks/host-setup.yml
+
+# One line per host check (KVM, vPMU, host huge pages, nx_huge_pages,
+# cpufreq, SMT, isolated CPUs, NUMA): ok / adds noise / invalidates + fix.
+doctor: bootstrap
+	$(PLAYBOOK) playbooks/doctor.yml -e kablab_profile=$(PROFILE) $(ARGS)
 
 kernels: setup
 	$(PLAYBOOK) playbooks/kernels.yml -e kablab_profile=$(PROFILE)

@@ -12,7 +12,7 @@ from typing import Any
 
 import jinja2
 
-from . import __version__
+from . import __version__, doctor, hostnoise
 from .fmt import STAT_ROWS, count, finite, num, pct
 from .load import Campaign
 from .panels import tlb_matrix, verdict_matrix
@@ -380,6 +380,9 @@ def build_context(camp: Campaign, an: Analysis) -> dict[str, Any]:
         "boots_per_kernel": boots_per_kernel(an), "plan_alpha": an.plan_alpha,
         "failed": camp.failed, "excluded": excluded, "directmap_rows": directmap_rows(camp),
         "failed_kernels": failed_kernels(camp),
+        # make doctor's verdict per host and the host noise per boot (provenance)
+        "host_lines": doctor.host_lines(camp.results),
+        "noise_boot_rows": hostnoise.boot_rows(camp.results, boot_id),
         "dm_fields": DM_FIELDS, "dm_labels": DM_LABELS, "n_results": len(camp.results),
     }
 

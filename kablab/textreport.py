@@ -103,6 +103,8 @@ def summary_text(an: Analysis, ctx: dict[str, Any]) -> str:
                      f"{camp.get('profile')}, seed {camp.get('seed')})", WIDTH))
     if ctx["tcg"]:
         out += _wrap("!! " + ctx["tcg_banner"], "   ")
+    for h in ctx.get("host_lines", []):
+        out += _wrap(f"host {h['host']}: {h['summary']}", "   ")
     out += _wrap(f"Baseline: {an.baseline}. Boots per kernel: " + ", ".join(
         f"{v} {n}" for v, n in ctx["boots_per_kernel"].items()) + ".")
     out.append("")

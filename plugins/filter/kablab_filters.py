@@ -7,6 +7,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from kablab import domains  # noqa: E402
+from kablab.doctor import provenance as doctor_provenance  # noqa: E402
 from kablab.kcache import du_freed, kernel_entries, merge_manifest, prune_decision  # noqa: E402
 from kablab.plan import host_boots, plan_boots  # noqa: E402
 from kablab.validate import input_errors, workload_spec  # noqa: E402
@@ -67,4 +68,6 @@ class FilterModule:
             # prepare, error}; preflight dry-runs the argv the runner runs.
             "kablab_workload_spec": lambda settings, name, profile, seed, runs, warmup: workload_spec(
                 name, profile, seed, dict(settings), runs, warmup),
+            # a make doctor document -> what each result's host provenance carries
+            "kablab_doctor_provenance": doctor_provenance,
         }

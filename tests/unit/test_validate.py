@@ -8,6 +8,7 @@ from pathlib import Path
 
 import jinja2
 import pytest
+import yaml
 
 from kablab.validate import (check_cmdline, check_kconfig_line, check_seed, check_variants, input_errors,
                              workload_argv, workload_spec,
@@ -101,8 +102,9 @@ def render_domain(cmdline: str, name: str = "kablab-stock") -> str:
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(REPO / "roles/guest_domain/templates"),
                              undefined=jinja2.StrictUndefined)
     env.filters["to_uuid"] = lambda s: str(uuid.uuid5(uuid.NAMESPACE_URL, s))
+    role_vars = yaml.safe_load((REPO / "roles/guest_domain/vars/main.yml").read_text())
     return env.get_template("domain.xml.j2").render(
-        ansible_managed="managed", guest_domain_accel_result={"domain_type": "qemu", "accel": "tcg"},
+        **role_vars, ansible_managed="managed", guest_domain_accel_result={"domain_type": "qemu", "accel": "tcg"},
         guest_domain_memory_mib=2048, guest_domain_memory_backing="default", guest_domain_vcpus=2,
         guest_domain_vcpu_pinning=["0"], guest_domain_machine="pc", guest_domain_disk_cache="writeback",
         _dom={"name": name, "kernel": "/k/bz<Image", "cmdline": cmdline, "overlay": "/o'v", "seed": "/s&d",

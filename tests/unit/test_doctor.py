@@ -1,0 +1,102 @@
+"""kablab.doctor: the host checks on captured (and labelled derived) trees."""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from kablab import doctor
+
+HOSTS = os.path.join(os.path.dirname(__file__), "..", "fixtures", "hosts")
+
+
+def host(name):
+    root = os.path.join(HOSTS, name)
+    return root, doctor.load_probe([os.path.join(root, "accel-probe.json")])
+
+
+def verdicts(findings):
+    return {f["check"]: f["verdict"] for f in findings}
+
+
+def test_tcg_host_captured_here():
+    root, probe = host("tcg-pvm-2cpu")
+    f = doctor.run_checks(root, probe, "default", 2048, 2)
+    assert verdicts(f) == {
+        "accel": "invalidates", "vpmu": "invalidates", "thp": "ok", "backing": "adds noise",
+        "nx_huge_pages": "ok", "cpufreq": "ok", "smt": "ok", "isolated": "adds noise", "numa": "ok"}
+    assert doctor.invalidating(f) == ["accel", "vpmu"]
+    assert doctor.summary(f) == "TCG: timings emulated, TLB differences not measurable"
+    assert "not supported" in f[1]["detail"]
+    # every non-ok line names its fix
+    assert all(x["fix"] for x in f if x["verdict"] != "ok")
+    assert len([doctor.line(x) for x in f]) == len(doctor.CHECKS)
+
+
+@pytest.mark.parametrize("backing,verdict", [
+    ("default", "adds noise"),          # THP madvise: QEMU madvises its RAM
+    ("memfd", "invalidates"),           # shmem THP never: 4k
+    ("memfd-thp", "invalidates"),
+    ("hugetlbfs-2M", "invalidates"),    # nothing reserved
+    ("hugetlbfs-1G", "invalidates"),    # no 1G pool
+    ("hugepages", "invalidates"),
+])
+def test_backing_on_the_captured_host(backing, verdict):
+    root, _ = host("tcg-pvm-2cpu")
+    assert doctor.check_backing(root, backing, 2048, 2)["verdict"] == verdict
+
+
+def test_kvm_host_with_hugetlbfs():
+    root, probe = host("kvm-hugetlbfs")
+    pin = doctor.pick_cpus(root, 2)
+    assert pin == ["1", "0"]  # isolated CPU first, distinct cores
+    assert doctor.pick_placement(root, 2) == {"cpus": ["1", "0"], "node": 0}
+    assert doctor.pick_placement(root, 3) == {"cpus": [], "node": None}
+    f = doctor.run_checks(root, probe, "hugetlbfs-2M", 2048, 2, pin)
+    assert doctor.invalidating(f) == []
+    assert verdicts(f)["cpufreq"] == "ok"
+    assert doctor.check_backing(root, "hugetlbfs-1G", 2048, 2)["verdict"] == "ok"
+    # 4 GiB of 2M pages do not hold three 2 GiB guests
+    short = doctor.check_backing(root, "hugetlbfs-2M", 2048, 3)
+    assert short["verdict"] == "invalidates" and "nr_hugepages" in short["fix"]
+    assert doctor.summary(f).startswith("KVM, host checks ok")
+
+
+def test_kvm_host_with_itlb_multihit_and_nx_huge_pages():
+    root, probe = host("kvm-itlb-multihit")
+    f = doctor.run_checks(root, probe, "default", 2048, 2)
+    v = verdicts(f)
+    assert v["nx_huge_pages"] == "invalidates" and v["cpufreq"] == "adds noise"
+    nx = f[doctor.CHECKS.index("nx_huge_pages")]
+    assert "kernel-text" in nx["invalidates"] and "nx_huge_pages=off" in nx["fix"]
+    assert "kernel-text iTLB differences hidden" in doctor.summary(f)
+    assert doctor.unaccepted(f, "nx_huge_pages") == []
+    assert doctor.unaccepted(f, ["accel"]) == ["nx_huge_pages"]
+    # the same tree under TCG: nx_huge_pages does not apply
+    assert doctor.check_nx_huge_pages(root, "tcg")["verdict"] == "ok"
+
+
+def test_no_probe_record_yet():
+    assert doctor.check_accel(None)["verdict"] == "adds noise"
+
+
+def test_cpulist_and_bracketed():
+    assert doctor.cpulist("0-2,5\n") == [0, 1, 2, 5]
+    assert doctor.cpulist("") == []
+    assert doctor.bracketed("always [madvise] never") == "madvise"
+
+
+def test_cli_writes_json(tmp_path):
+    root, _ = host("tcg-pvm-2cpu")
+    out = tmp_path / "doctor.json"
+    assert doctor.main(["check", "--root", root, "--probe", os.path.join(root, "accel-probe.json"),
+                        "--accept", "accel", "--json", str(out)]) == 0
+    doc = json.loads(out.read_text())
+    assert doc["invalidates"] == ["accel", "vpmu"] and doc["accepted"] == ["accel"]
+
+
+def test_capture_round_trip(tmp_path):
+    root, probe = host("tcg-pvm-2cpu")
+    assert doctor.capture(root, str(tmp_path)) > 20
+    assert verdicts(doctor.run_checks(str(tmp_path), probe)) == verdicts(doctor.run_checks(root, probe))
