@@ -24,6 +24,7 @@ from . import __version__
 from .rawparse import (directmap_state, parse_harness_jsonl, parse_hyperfine, parse_meminfo,
                        parse_perf_csv, parse_runner_exit_codes, parse_vmstat)
 from .rawframe import FrameError, unpack
+from . import tlbmodel
 from .util import atomic_write_bytes, atomic_write_json, tail, validation_errors
 
 REQUIRED_OK_FILES = ("hyperfine.json", "perf.csv", "harness.jsonl", "meminfo.before",
@@ -31,6 +32,10 @@ REQUIRED_OK_FILES = ("hyperfine.json", "perf.csv", "harness.jsonl", "meminfo.bef
 # What the guest runner printed (kablab/rawframe.py), saved by the runner role.
 FRAMES = "guest-run.out"
 PROVENANCE_OBJECTS = ("campaign", "host", "guest", "kernel", "binary", "tools", "runner")
+# The TLB model's records of this block (kablab/tlbmodel.py), and the
+# runner's note of which marker ids the block used.
+TLB_RECORDS = "tlbmodel.jsonl"
+TLB_MARKS = "tlb.json"
 
 
 class CollectError(Exception):
@@ -186,6 +191,70 @@ def build_runs(hf: dict[str, Any], perf_groups: list[dict[str, Any]],
     return runs
 
 
+def _block_marks(raw: Path, warnings: list[str]) -> int | None:
+    """The first marker id of this block's runs (run n has base + n)."""
+    text = _read(raw, TLB_MARKS)
+    if text is None:
+        return None
+    try:
+        base = json.loads(text).get("base")
+    except (json.JSONDecodeError, AttributeError):
+        base = None
+    if not isinstance(base, int):
+        warnings.append(f"{TLB_MARKS}: no integer base")
+        return None
+    return base
+
+
+def _attach_model(raw: Path, meta: dict[str, Any], runs: list[dict[str, Any]],
+                  warnings: list[str]) -> dict[str, Any] | None:
+    """With the TLB model on (meta.tlb_model), give each run its `model`
+    block (the plugin's run record whose id is the runner's mark) and return
+    the model's provenance: the plugin's parameters and the guest cmdline
+    additions. None when the model was off."""
+    prov = meta.get("tlb_model")
+    if not isinstance(prov, dict) or not prov.get("enabled"):
+        return None
+    prov = dict(prov)
+    text = _read(raw, TLB_RECORDS)
+    base = _block_marks(raw, warnings)
+    recs = tlbmodel.parse_jsonl(text) if text is not None else []
+    params = tlbmodel.records(recs, "params")
+    prov["params"] = params[-1] if params else None
+    prov["label"] = tlbmodel.params_label(params[-1]) if params else None
+    by_id = tlbmodel.runs_by_id(recs)
+    missing = 0
+    for r in runs:
+        rec = by_id.get(base + r["index"] + 1) if base is not None else None
+        if rec is None:
+            missing += 1
+        else:
+            r["model"] = tlbmodel.model_block(rec)
+    if missing:
+        why = ("no plugin records" if text is None else
+               "no runner marks" if base is None else "no run record for their marks")
+        warnings.append(f"tlb model: {missing} of {len(runs)} run(s) have no model counts ({why})")
+    return prov
+
+
+def select_tlb_records(plugin_out: str | Path, raw: Path) -> None:
+    """Keep, in RAW/tlbmodel.jsonl, the plugin output's params record and
+    the run records of this block's marks (the plugin writes one file per
+    boot; the raw directory must stand alone for a later re-collect)."""
+    try:
+        text = Path(plugin_out).read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        return  # collect() warns that the runs have no model counts
+    base = _block_marks(raw, [])
+    keep = []
+    for rec in tlbmodel.parse_jsonl(text):
+        if rec["type"] == "params" or (
+                rec["type"] == "run" and base is not None and isinstance(rec.get("id"), int)
+                and base < rec["id"] < base + tlbmodel.MARKS_PER_BLOCK):
+            keep.append(json.dumps(rec, sort_keys=True))
+    atomic_write_bytes(raw / TLB_RECORDS, ("\n".join(keep) + "\n").encode())
+
+
 def collect(raw_dir: str | Path) -> dict[str, Any]:
     """Parse RAW_DIR and return a result document (not yet validated)."""
     raw = Path(raw_dir)
@@ -287,6 +356,8 @@ def collect(raw_dir: str | Path) -> dict[str, Any]:
     if status == "ok" and not runs:
         fail("hyperfine.json has no measured runs")
 
+    tlb_prov = _attach_model(raw, meta, runs, warnings)
+
     def state(suffix: str) -> dict[str, int | None]:
         mi, vm = _read(raw, f"meminfo.{suffix}"), _read(raw, f"vmstat.{suffix}")
         return directmap_state(parse_meminfo(mi) if mi else None, parse_vmstat(vm) if vm else None)
@@ -313,6 +384,7 @@ def collect(raw_dir: str | Path) -> dict[str, Any]:
         "started_at": meta.get("started_at"),
         "finished_at": meta.get("finished_at"),
         "runs": runs,
+        **({"tlb_model": tlb_prov} if tlb_prov is not None else {}),
         "directmap": {"before": state("before"), "after": state("after")},
         "collect": {"collected_at": _now(), "raw_dir": str(raw), "kablab_version": __version__,
                     "files": files, "hyperfine_summary": hf_summary, "warnings": warnings},
@@ -339,6 +411,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="write this provenance as RAW_DIR/meta.json first (atomically)")
     ap.add_argument("--stream", action="store_true",
                     help=f"save standard input (the guest runner's output) as RAW_DIR/{FRAMES} first")
+    ap.add_argument("--tlb-records", metavar="JSONL",
+                    help=f"the TLB plugin's output for this boot: this block's records go to RAW_DIR/{TLB_RECORDS}")
     args = ap.parse_args(argv)
     try:
         raw = Path(args.raw_dir)
@@ -346,6 +420,14 @@ def main(argv: list[str] | None = None) -> int:
             atomic_write_json(raw / "meta.json", json.loads(args.meta))
         if args.stream:
             atomic_write_bytes(raw / FRAMES, sys.stdin.buffer.read())
+        if args.tlb_records:
+            # The runner's marks travel in the stream; collect() reports a bad one.
+            if (raw / FRAMES).is_file():
+                try:
+                    unpack((raw / FRAMES).read_text(encoding="utf-8", errors="replace"), raw)
+                except FrameError:
+                    pass
+            select_tlb_records(args.tlb_records, raw)
         doc = collect_to(raw, args.out)
     except (CollectError, ValueError, OSError) as e:
         print(f"kablab.collect: error: {e}", file=sys.stderr)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import tlbmodel
 from .fmt import finite
 from .load import Campaign
 from .noise import noise_floor_pct, variance_components
@@ -113,6 +114,26 @@ def _ops(run: dict[str, Any]) -> float | None:
     return None
 
 
+def _model_rows(model: Any, ops: float | None, wl: str, v: str, bid: Any, r: dict[str, Any],
+                mds: dict, seen: dict, slots: dict) -> None:
+    """One run's modelled TLB values (kablab.tlbmodel.PANEL_MEASURES) into the
+    matrix: per kilo-instruction of the same mode, and per operation."""
+    for name, (miss, insns) in tlbmodel.panel_values(model).items():
+        for per, denom in (("kinstr", insns / 1000.0), ("op", ops)):
+            if not denom:
+                continue
+            key = (wl, f"{name}/{per}", "modelled")
+            seen.setdefault(key, {}).setdefault(v, set())
+            md = mds.get(key)
+            if md is None:
+                md = mds[key] = MetricData(wl, key[1], "misses", "lower", "model")
+            slot = slots.get((key, v, bid))
+            if slot is None:
+                slot = slots[(key, v, bid)] = BootValues(v, bid, r["block"], r["host"].get("name"))
+                md.boots.setdefault(v, []).append(slot)
+            slot.runs.append(miss / denom)
+
+
 def tlb_matrix(camp: Campaign, an: Analysis) -> dict[str, Any]:
     """dTLB/iTLB misses per kilo-instruction (and per operation where the workload
     counts operations) per boot, workload x kernel, tested like the verdicts
@@ -134,11 +155,12 @@ def tlb_matrix(camp: Campaign, an: Analysis) -> dict[str, Any]:
         for run in r["runs"]:
             if not run["included"]:
                 continue
-            for source, block in (("measured", run.get("perf")), ("modelled", run.get("model"))):
+            ops = _ops(run)
+            _model_rows(run.get("model"), ops, wl, v, bid, r, mds, seen, slots)
+            for source, block in (("measured", run.get("perf")),):
                 ev = _events(block)
                 if not ev:
                     continue
-                ops = _ops(run)
                 for kind, miss_ev in TLB_MEASURES:
                     for per in ("kinstr", "op"):
                         if per == "op" and ops is None:
@@ -202,8 +224,12 @@ def tlb_matrix(camp: Campaign, an: Analysis) -> dict[str, Any]:
                 cell["cls"] = cell["change"]["cls"] if cell["change"]["tested"] else ""
             cells.append(cell)
         rows.append({"workload": wl, "measure": measure, "source": source, "cells": cells})
+    labels = sorted({r["tlb_model"]["label"] for r in camp.ok
+                     if isinstance(r.get("tlb_model"), dict) and r["tlb_model"].get("label")})
     return {"baseline": baseline, "cols": variants, "rows": rows,
-            "comparisons": [c for c in comps.values()]}
+            "comparisons": [c for c in comps.values()],
+            # "modelled: QEMU TCG, <parameters>"; several = results of different parameters
+            "model_label": "; ".join(labels) if labels else None}
 
 
 def tlb_matrix_text(tm: dict[str, Any], width: int = 100) -> list[str]:
@@ -211,6 +237,8 @@ def tlb_matrix_text(tm: dict[str, Any], width: int = 100) -> list[str]:
            f"{tm['baseline']}"[:width], "(positive = fewer misses), [deciding interval]:"]
     if not tm["rows"]:
         return out + ["  no TLB counters in this campaign"]
+    if tm.get("model_label"):
+        out.append(f"  (modelled) rows: {tm['model_label']}"[:width])
     for r in tm["rows"]:
         out.append(f"  {r['workload']} {r['measure']}"
                    + (" (modelled)" if r["source"] == "modelled" else ""))

@@ -182,3 +182,57 @@ def test_load_check_cli(tmp_path: Path) -> None:
     assert main(["--check", str(good)]) == 0
     assert main(["--check", str(good), str(bad)]) == 1
     assert main(["--check", str(tmp_path / "missing.json")]) == 1
+
+
+TLB_FIX = Path(__file__).resolve().parents[1] / "fixtures" / "tlbmodel"
+
+
+def _tlb_raw(tmp_path: Path, base: int) -> Path:
+    """The raw sample as a block of a kablab_tlb_model campaign: the runner's
+    tlb.json and meta.tlb_model; the plugin's per-boot output comes from a
+    real boot (tests/fixtures/tlbmodel, ids 1 and 2)."""
+    raw = _copy(tmp_path)
+    meta = json.loads((raw / "meta.json").read_text())
+    meta["tlb_model"] = {"enabled": True, "cmdline": "nokaslr no5lvl nopcid", "plugin_args": "",
+                         "plugin_sha256": "0" * 64, "root": "0x1c0a000"}
+    (raw / "meta.json").write_text(json.dumps(meta))
+    (raw / "tlb.json").write_text(json.dumps({"base": base}) + "\n")
+    return raw
+
+
+def test_tlb_model_block_per_run(tmp_path: Path) -> None:
+    raw = _tlb_raw(tmp_path, 0)
+    collect.select_tlb_records(TLB_FIX / "qemu-boot-stock-8mib.jsonl", raw)
+    kept = [json.loads(ln)["type"] for ln in (raw / "tlbmodel.jsonl").read_text().splitlines()]
+    assert kept == ["params", "run", "run"]          # the boot's total is not this block's
+    doc = collect.collect_to(raw, tmp_path / "r.json")
+    assert validation_errors(doc) == []
+    m0 = doc["runs"][0]["model"]
+    assert m0["id"] == 1 and m0["counts"]["kernel"]["dtlb"]["4k"]["l1_miss"] == 3101
+    assert m0["totals"]["kernel"]["insns"] == 16055570
+    assert doc["runs"][1]["model"]["id"] == 2
+    assert "model" not in doc["runs"][2]             # 3 runs, the boot had 2 brackets
+    assert any("1 of 3 run(s) have no model counts" in w for w in doc["collect"]["warnings"])
+    assert doc["runs"][0]["perf"]["dTLB-loads"]["value"] is None   # perf stays beside it
+    tm = doc["tlb_model"]
+    assert tm["params"]["core"] == "goldencove" and tm["params"]["root"] == "0x1c0a000"
+    assert tm["label"].startswith("modelled: QEMU TCG, goldencove")
+    assert tm["cmdline"] == "nokaslr no5lvl nopcid"
+
+
+def test_tlb_model_other_blocks_and_missing_output(tmp_path: Path) -> None:
+    raw = _tlb_raw(tmp_path, 65536)                  # the boot's first block: ids 65537..
+    collect.select_tlb_records(TLB_FIX / "qemu-boot-stock-8mib.jsonl", raw)
+    doc = collect.collect_to(raw, tmp_path / "r.json")
+    assert all("model" not in r for r in doc["runs"])
+    assert any("no run record for their marks" in w for w in doc["collect"]["warnings"])
+    raw2 = _tlb_raw(tmp_path / "b", 65536)
+    collect.select_tlb_records(tmp_path / "no-such.jsonl", raw2)   # QEMU wrote nothing
+    doc2 = collect.collect_to(raw2, tmp_path / "r2.json")
+    assert doc2["status"] == "ok" and doc2["tlb_model"]["params"] is None
+    assert any("no plugin records" in w for w in doc2["collect"]["warnings"])
+
+
+def test_no_tlb_model_no_block(tmp_path: Path) -> None:
+    doc = collect.collect_to(_copy(tmp_path), tmp_path / "r.json")
+    assert "tlb_model" not in doc and all("model" not in r for r in doc["runs"])

@@ -156,19 +156,43 @@ def test_tlb_matrix_tested_and_not_supported(synth: Path) -> None:
 
 
 def test_tlb_matrix_modelled_rows(tmp_path: Path) -> None:
+    """Real plugin counts (tests/fixtures/tlbmodel) as each run's `model`
+    block; split4k's kernel 4k misses tripled: rows per kinstr, the label."""
+    import copy
     import json
+    from kablab import tlbmodel
+    recs = tlbmodel.load(Path(__file__).resolve().parents[1] / "fixtures" / "tlbmodel"
+                         / "qemu-boot-stock-8mib.jsonl")
+    params = tlbmodel.records(recs, "params")[0]
+    real = tlbmodel.runs_by_id(recs)[1]
     camp = mc.synthetic_campaign(tmp_path / "c", seed=2, boots=3, runs=3,
                                  variants=("stock", "split4k"))
     for f in (camp / "results").glob("*/*.json"):
         doc = json.loads(f.read_text())
         for run in doc["runs"]:
-            run["model"] = {"instructions": 1e6, "dTLB-load-misses": 500.0 + run["index"]}
+            rec = copy.deepcopy(real)
+            k4 = rec["counts"]["kernel"]["dtlb"]["4k"]
+            k4["l1_miss"] = (k4["l1_miss"] * (3 if doc["variant"] == "split4k" else 1)
+                             + run["index"] + doc["block"])
+            run["model"] = tlbmodel.model_block(rec)
+        doc["tlb_model"] = {"enabled": True, "params": params,
+                            "label": tlbmodel.params_label(params)}
         f.write_text(json.dumps(doc))
     render_campaign(load_campaign(camp))
     html = (camp / "index.html").read_text(encoding="utf-8")
     attrs = parse(html).rows_attrs["tlb"][1:]
     assert {a["data-source"] for a in attrs} == {"modelled"}
+    measures = {a["data-measure"] for a in attrs}
+    assert {"kernel dTLB L1 misses 4k/kinstr", "kernel dTLB L1 misses 2M/kinstr",
+            "kernel dTLB walks/kinstr", "user dTLB L1 misses/kinstr"} <= measures
     assert "(modelled)" in html
+    assert "modelled: QEMU TCG, goldencove (l1d 4k 96x6w" in html
+    rows = {(r[0], r[1]): r[2:] for r in parse(html).tables["tlb"][1:]}
+    # 3101 misses over 16.06 M kernel instructions = 0.193 per kinstr on stock
+    stock = [v for (wl, m), v in rows.items() if m.startswith("kernel dTLB L1 misses 4k/")][0]
+    assert stock[0].startswith("0.193"), stock
+    txt = (camp / "summary.txt").read_text(encoding="utf-8")
+    assert "(modelled) rows: modelled: QEMU TCG, goldencove" in txt
 
 
 def test_wrapper_time_only_in_provenance_and_plots_not_green_red(synth: Path) -> None:

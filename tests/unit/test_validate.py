@@ -98,17 +98,42 @@ def test_workload_dry_run_stands_in_for_the_guest_module_path(binaries):
     assert "--bpf-progs" in workload_dry_run(binaries / "module-bpf-churn", args + ["--bpf-progs", "x"], "v")
 
 
-def render_domain(cmdline: str, name: str = "kablab-stock") -> str:
+def render_domain(cmdline: str, name: str = "kablab-stock", log: str = "/l\"og", **more) -> str:
+    import os
+    import re
     env = jinja2.Environment(loader=jinja2.FileSystemLoader(REPO / "roles/guest_domain/templates"),
                              undefined=jinja2.StrictUndefined)
     env.filters["to_uuid"] = lambda s: str(uuid.uuid5(uuid.NAMESPACE_URL, s))
+    env.filters["basename"] = os.path.basename
+    env.filters["regex_replace"] = lambda s, a, b: re.sub(a, b, s)
     role_vars = yaml.safe_load((REPO / "roles/guest_domain/vars/main.yml").read_text())
-    return env.get_template("domain.xml.j2").render(
-        **role_vars, ansible_managed="managed", guest_domain_accel_result={"domain_type": "qemu", "accel": "tcg"},
-        guest_domain_memory_mib=2048, guest_domain_memory_backing="default", guest_domain_vcpus=2,
-        guest_domain_vcpu_pinning=["0"], guest_domain_machine="pc", guest_domain_disk_cache="writeback",
-        _dom={"name": name, "kernel": "/k/bz<Image", "cmdline": cmdline, "overlay": "/o'v", "seed": "/s&d",
-              "log": "/l\"og", "port": 10022})
+    return env.get_template("domain.xml.j2").render(**{
+        **role_vars,
+        "ansible_managed": "managed", "guest_domain_accel_result": {"domain_type": "qemu", "accel": "tcg"},
+        "guest_domain_memory_mib": 2048, "guest_domain_memory_backing": "default", "guest_domain_vcpus": 2,
+        "guest_domain_vcpu_pinning": ["0"], "guest_domain_machine": "pc", "guest_domain_disk_cache": "writeback",
+        "_dom": {"name": name, "kernel": "/k/bz<Image", "cmdline": cmdline, "overlay": "/o'v", "seed": "/s&d",
+                 "log": log, "port": 10022, "variant": "split4k"}, **more})
+
+
+def test_domain_xml_tlb_plugin():
+    """kablab_tlb_model: shared memfd memory and -plugin with this kernel's root, one file per boot."""
+    xml = render_domain("console=ttyS0", log="/var/lib/kablab/logs/c/split4k-boot2.log",
+                        guest_domain_memory_backing="memfd", guest_domain_tlb_plugin="/b/libkablab-tlb.so",
+                        guest_domain_tlb_plugin_published="/p/libkablab-tlb.so",
+                        guest_domain_tlb_roots={"split4k": "0x1c0a000"}, guest_domain_tlb_dir="/p/c",
+                        guest_domain_tlb_plugin_args="l1d_4k=64:4")
+    root = ET.fromstring(xml)
+    assert root.find("memoryBacking/source").get("type") == "memfd"
+    assert root.find("memoryBacking/access").get("mode") == "shared"
+    ns = "{http://libvirt.org/schemas/domain/qemu/1.0}"
+    args = [a.get("value") for a in root.iter(ns + "arg")]
+    i = args.index("-plugin")
+    assert args[i + 1] == "/p/libkablab-tlb.so,root=0x1c0a000,out=/p/c/split4k-boot2.jsonl,l1d_4k=64:4"
+    assert "-netdev" in args                   # the network stays
+    plain = ET.fromstring(render_domain("console=ttyS0"))
+    assert plain.find("memoryBacking") is None
+    assert "-plugin" not in [a.get("value") for a in plain.iter(ns + "arg")]
 
 
 def test_domain_xml_escapes_every_value():

@@ -1,0 +1,182 @@
+"""The kablab-tlb plugin's output (tlbmodel/README.md "Output") turned into
+the lab's figures: the plugin root from a System.map, a run record as a
+result's `model` block, and misses per MiB / per kilo-instruction.
+
+Pure functions; the plugin itself is C (tlbmodel/).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Iterable
+
+START_KERNEL_MAP = 0xFFFFFFFF80000000
+SIZES = ("4k", "2m", "1g")
+MODES = ("kernel", "user")
+TLBS = ("dtlb", "itlb")
+# Same for every kernel so comparisons stay fair (tlbmodel/README.md
+# "QEMU command line"): fixed direct map, 4-level paging, no PCID.
+GUEST_CMDLINE = "nokaslr no5lvl nopcid"
+MIB = 1 << 20
+# The guest runner marks run n of a block with id base + n, base = the
+# block's number within the boot times this (tlbmodel/README.md "Runs").
+MARKS_PER_BLOCK = 1 << 16
+
+
+def root_from_system_map(text: str, phys_base: int = 0) -> int:
+    """Physical address of init_top_pgt: its link address minus
+    __START_KERNEL_map, plus phys_base (0 for a kernel at its link address)."""
+    for line in text.splitlines():
+        f = line.split()
+        if len(f) >= 3 and f[2] == "init_top_pgt":
+            return int(f[0], 16) - START_KERNEL_MAP + phys_base
+    raise ValueError("System.map has no init_top_pgt")
+
+
+def parse_jsonl(text: str) -> list[dict[str, Any]]:
+    """The plugin's records; a torn last line (QEMU killed) is dropped."""
+    out = []
+    for line in text.splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(rec, dict) and "type" in rec:
+            out.append(rec)
+    return out
+
+
+def records(recs: Iterable[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [r for r in recs if r.get("type") == kind]
+
+
+def runs_by_id(recs: Iterable[dict[str, Any]]) -> dict[int, dict[str, Any]]:
+    """Run records keyed by the runner's run id; a later run with the same
+    id (a restarted bracket) replaces the earlier one."""
+    return {r["id"]: r for r in records(recs, "run") if isinstance(r.get("id"), int)}
+
+
+def params_label(params: dict[str, Any]) -> str:
+    """"modelled: QEMU TCG, <parameters>" -- short enough for a table caption."""
+    core = params.get("core", "?")
+    tlb = params.get("tlb", {})
+    parts = []
+    for level in ("l1d", "l1i", "l2"):
+        sizes = tlb.get(level, {})
+        cells = []
+        for s in SIZES:
+            v = sizes.get(s)
+            if isinstance(v, list) and len(v) == 2:
+                cells.append(f"{s} {v[0]}x{v[1]}w" if v[0] != v[1] else f"{s} {v[0]} fa")
+            elif isinstance(v, str):
+                cells.append(f"{s} in {v}")
+        if cells:
+            parts.append(f"{level} " + "/".join(cells))
+    return f"modelled: QEMU TCG, {core}" + (f" ({'; '.join(parts)})" if parts else "")
+
+
+def _c(counts: dict[str, Any], mode: str, tlb: str, size: str, key: str) -> int:
+    v = counts.get(mode, {}).get(tlb, {}).get(size, {}).get(key, 0)
+    return v if isinstance(v, int) else 0
+
+
+def model_block(run: dict[str, Any]) -> dict[str, Any]:
+    """A result's `model` block from one plugin `run` record: the counts as
+    the plugin wrote them plus derived totals per mode."""
+    counts = run.get("counts", {})
+    block: dict[str, Any] = {"seq": run.get("seq"), "id": run.get("id"), "counts": counts}
+    totals = {}
+    for mode in MODES:
+        m = {"insns": counts.get(mode, {}).get("insns", 0)}
+        for tlb in TLBS:
+            for key in ("acc", "l1_miss", "walks"):
+                m[f"{tlb}_{key}"] = sum(_c(counts, mode, tlb, s, key) for s in SIZES)
+        totals[mode] = m
+    block["totals"] = totals
+    return block
+
+
+def diff_counts(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
+    """a - b, key by key (nested dicts of ints): a run minus an empty bracket."""
+    out: dict[str, Any] = {}
+    for k, v in a.items():
+        w = b.get(k) if isinstance(b, dict) else None
+        if isinstance(v, dict):
+            out[k] = diff_counts(v, w if isinstance(w, dict) else {})
+        elif isinstance(v, int):
+            out[k] = v - (w if isinstance(w, int) else 0)
+    return out
+
+
+def per_mib(counts: dict[str, Any], mode: str, tlb: str, key: str, mib: float,
+            size: str | None = None) -> float | None:
+    """Misses (key = l1_miss or walks) per MiB moved, over one size or all."""
+    if not mib:
+        return None
+    sizes = (size,) if size else SIZES
+    return sum(_c(counts, mode, tlb, s, key) for s in sizes) / mib
+
+
+def per_kinsn(counts: dict[str, Any], mode: str, tlb: str, key: str,
+              size: str | None = None) -> float | None:
+    """Misses per 1000 instructions of the same mode."""
+    insns = counts.get(mode, {}).get("insns", 0)
+    if not insns:
+        return None
+    sizes = (size,) if size else SIZES
+    return 1000 * sum(_c(counts, mode, tlb, s, key) for s in sizes) / insns
+
+
+# The report's modelled rows (kablab/panels.py tlb_matrix): name, mode,
+# TLB, counter, mapping size (None: all sizes). Per kilo-instruction of the
+# same mode, and per operation where the workload counts operations.
+PANEL_MEASURES = (
+    ("kernel dTLB L1 misses", "kernel", "dtlb", "l1_miss", None),
+    ("kernel dTLB L1 misses 4k", "kernel", "dtlb", "l1_miss", "4k"),
+    ("kernel dTLB L1 misses 2M", "kernel", "dtlb", "l1_miss", "2m"),
+    ("kernel dTLB walks", "kernel", "dtlb", "walks", None),
+    ("kernel iTLB L1 misses", "kernel", "itlb", "l1_miss", None),
+    ("user dTLB L1 misses", "user", "dtlb", "l1_miss", None),
+    ("user dTLB walks", "user", "dtlb", "walks", None),
+)
+
+
+def panel_values(model: dict[str, Any] | None) -> dict[str, tuple[float, float]]:
+    """A run's `model` block -> measure name -> (count, instructions of its mode)."""
+    if not isinstance(model, dict) or not isinstance(model.get("counts"), dict):
+        return {}
+    counts = model["counts"]
+    out = {}
+    for name, mode, tlb, key, size in PANEL_MEASURES:
+        sizes = (size,) if size else SIZES
+        out[name] = (float(sum(_c(counts, mode, tlb, s, key) for s in sizes)),
+                     float(counts.get(mode, {}).get("insns", 0) or 0))
+    return out
+
+
+def load(path: str | Path) -> list[dict[str, Any]]:
+    return parse_jsonl(Path(path).read_text(encoding="utf-8", errors="replace"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """python3 -m kablab.tlbmodel root SYSTEM_MAP: print the plugin's root=."""
+    import argparse
+    ap = argparse.ArgumentParser(prog="python3 -m kablab.tlbmodel")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("root", help="print init_top_pgt's physical address (plugin root=)")
+    r.add_argument("system_map")
+    r.add_argument("--phys-base", type=lambda s: int(s, 0), default=0)
+    a = ap.parse_args(argv)
+    try:
+        print(hex(root_from_system_map(Path(a.system_map).read_text(), a.phys_base)))
+    except (OSError, ValueError) as e:
+        print(f"kablab.tlbmodel: error: {e}", file=__import__("sys").stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
