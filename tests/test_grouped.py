@@ -184,16 +184,19 @@ def test_cache_holds_only_pmd_blocks(churned):
 
 def test_memavailable_counts_the_cache(churned):
     """Cached pages are NR_KERNEL_MISC_RECLAIMABLE: KReclaimable covers them,
-    and MemAvailable moves with stock's.  Compared as the change since the
-    first userspace snapshot (after the churn, fragmenter gone), so the two
-    kernels' different boot-time footprints cancel."""
+    and MemAvailable moves with stock's.  Compared as the change over the
+    churn (aged snapshot to post-churn snapshot, the fragmenter holding its
+    pipes in both), which is where the cache fills: the fragmenter stops at
+    a MemFree threshold, so absolute values differ between boots by more
+    than the cache."""
     g, s = churned["grouped"][1], churned["stock"][1]
-    cached_kib = 4 * snap(g, "KILLED")["gp"]["cached_pages"]
-    mi = {v: (snap(c, "FIRST")["mi"], snap(c, "KILLED")["mi"]) for v, c in (("grouped", g), ("stock", s))}
+    cached_kib = 4 * snap(g, "CHURN")["gp"]["cached_pages"]
+    mi = {v: (snap(c, "FRAG")["mi"], snap(c, "CHURN")["mi"]) for v, c in (("grouped", g), ("stock", s))}
     change = {v: mi[v][1]["MemAvailable"] - mi[v][0]["MemAvailable"] for v in mi}
-    print(f"MemAvailable change: stock {change['stock']:+d} kB, grouped {change['grouped']:+d} kB; "
+    print(f"MemAvailable change over the churn: stock {change['stock']:+d} kB, grouped {change['grouped']:+d} kB; "
           f"grouped cache {cached_kib} kB; KReclaimable grouped {mi['grouped'][1]['KReclaimable']} kB")
-    assert mi["grouped"][1]["KReclaimable"] >= cached_kib
+    # node counters reach /proc/meminfo in per-CPU batches: allow a little lag
+    assert mi["grouped"][1]["KReclaimable"] >= cached_kib - 256
     assert abs(change["grouped"] - change["stock"]) <= cached_kib
 
 
