@@ -362,6 +362,10 @@ def collect(raw_dir: str | Path) -> dict[str, Any]:
         mi, vm = _read(raw, f"meminfo.{suffix}"), _read(raw, f"vmstat.{suffix}")
         return directmap_state(parse_meminfo(mi) if mi else None, parse_vmstat(vm) if vm else None)
 
+    def grouped(suffix: str) -> dict[str, int] | None:
+        text = _read(raw, f"grouped.{suffix}")
+        return parse_vmstat(text) if text is not None else None
+
     doc: dict[str, Any] = {"schema_version": 1}
     for k in PROVENANCE_OBJECTS:
         v = meta.get(k)
@@ -386,6 +390,9 @@ def collect(raw_dir: str | Path) -> dict[str, Any]:
         "runs": runs,
         **({"tlb_model": tlb_prov} if tlb_prov is not None else {}),
         "directmap": {"before": state("before"), "after": state("after")},
+        # The grouped page cache's counters (debugfs vmalloc_group_pages);
+        # null on kernels without the cache.
+        "grouped_pages": {"before": grouped("before"), "after": grouped("after")},
         "collect": {"collected_at": _now(), "raw_dir": str(raw), "kablab_version": __version__,
                     "files": files, "hyperfine_summary": hf_summary, "warnings": warnings},
     })
