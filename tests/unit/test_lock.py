@@ -50,7 +50,7 @@ def test_second_process_stops_at_once_naming_the_holder(tmp_path):
 
 def test_waiting_run_goes_after_the_first_and_never_overlaps(tmp_path):
     f, log = tmp_path / "k.lock", tmp_path / "log"
-    script = f'echo start $$ >> {log}; sleep 1; echo end $$ >> {log}'
+    script = f'echo start $$ >> {log}; sleep 3; echo end $$ >> {log}'
     runs = [subprocess.Popen([PY, "-m", "kablab.lock", "run", "--lock", str(f), "--what", "k", "--",
                               "sh", "-c", script], cwd=REPO, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     errs = [r.communicate(timeout=60)[1] for r in runs]
