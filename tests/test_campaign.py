@@ -68,8 +68,12 @@ def make_smoke(reports: Path, *more: str, timeout: int = 5400) -> PlaybookRun:
 @pytest.fixture(scope="module")
 def smoke_campaign(kernels, reports) -> dict:
     """`make smoke` (README), interrupted with SIGTERM during its run stage, then resumed."""
-    first = subprocess.Popen(make_smoke_cmd(reports), cwd=REPO, stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    # The output goes to a file: a pipe nobody reads while the loop below
+    # watches the results fills up and stops the campaign in its next write.
+    first_log = reports.with_name(reports.name + "-interrupted-make-smoke.log")
+    with first_log.open("w") as out:
+        first = subprocess.Popen(make_smoke_cmd(reports), cwd=REPO, stdout=out,
+                                 stderr=subprocess.STDOUT, text=True, start_new_session=True)
     deadline = time.time() + 3600
     interrupted_with = 0
     while first.poll() is None and time.time() < deadline:
@@ -79,8 +83,9 @@ def smoke_campaign(kernels, reports) -> dict:
             interrupted_with = len(result_files(latest.resolve()))
             break
         time.sleep(2)
-    first.communicate(timeout=300)
-    assert interrupted_with, "the campaign ended before it could be interrupted"
+    first.wait(timeout=300)
+    assert interrupted_with, ("the campaign ended before it could be interrupted: "
+                              + first_log.read_text(errors="replace")[-3000:])
     campaign = (reports / "latest").resolve()
     before = work_state(campaign)
     resumed_start = time.time()
