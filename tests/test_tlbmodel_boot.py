@@ -77,7 +77,8 @@ def test_tlbmodel_boot_split4k_direct_map_misses(bench):
     stock, split = _direct_map(work, "stock"), _direct_map(work, "split4k")
     # Stock reads the page cache through 2M direct-map entries: the copy's
     # source accesses (one per byte under TCG's rep movsb) are 2M, ~no misses.
-    assert stock["kernel"]["dtlb"]["2m"]["acc"] > MIB * 500_000
+    # (0.33 to 1 access per byte seen: it depends on the copy routine TCG runs)
+    assert stock["kernel"]["dtlb"]["2m"]["acc"] > MIB * 100_000
     stock_2m = tlbmodel.per_mib(stock, "kernel", "dtlb", "l1_miss", MIB, "2m")
     assert stock_2m < 2
     # split4k maps the direct map with 4k pages: those accesses are 4k now.
