@@ -185,3 +185,11 @@ def report_screenshot(index_html: Path, png: Path) -> subprocess.CompletedProces
     """The first screen of a report as PNG (kept as a test artifact), console logged."""
     return run_chromium(FIRST_SCREEN, "--enable-logging=stderr", "--v=0",
                         f"--screenshot={png}", index_html.as_uri())
+
+
+def build_guest_tool(out_dir: Path, name: str) -> Path:
+    """A static helper from tests/guest-tools/<name>.c, built the way the workloads are."""
+    out = out_dir / name
+    subprocess.run(["gcc", "-static", "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(out),
+                    str(REPO / "tests/guest-tools" / f"{name}.c")], check=True)
+    return out

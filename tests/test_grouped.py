@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from kablabtest import REPO, boot, meminfo
+from kablabtest import REPO, boot, build_guest_tool, meminfo
 
 MODULE_LOADS = 50
 BPF_PROGS = 200
@@ -107,10 +107,7 @@ def build_kmod(kernel: dict, dest: Path) -> Path:
 
 @pytest.fixture(scope="module")
 def fragmenter(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("tools") / "pipe-fragmenter"
-    subprocess.run(["gcc", "-static", "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(out),
-                    str(REPO / "tests/guest-tools/pipe-fragmenter.c")], check=True)
-    return out
+    return build_guest_tool(tmp_path_factory.mktemp("tools"), "pipe-fragmenter")
 
 
 def churn(variant: str, kernels: dict, binaries: Path, frag: Path, tmp_path: Path,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from kablabtest import CACHE, REPO, boot, kablab_leftovers, meminfo, record_case, run_playbook
+from kablabtest import CACHE, REPO, boot, build_guest_tool, kablab_leftovers, meminfo, record_case, run_playbook
 
 VARIANTS = ["stock", "grouped", "split4k"]
 
@@ -30,10 +30,7 @@ poweroff -f
 
 @pytest.fixture(scope="session")
 def secretmem_check(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("tools") / "secretmem-check"
-    subprocess.run(["gcc", "-static", "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(out),
-                    str(REPO / "tests/guest-tools/secretmem-check.c")], check=True)
-    return out
+    return build_guest_tool(tmp_path_factory.mktemp("tools"), "secretmem-check")
 
 
 @pytest.mark.parametrize("variant", VARIANTS)
