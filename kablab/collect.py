@@ -255,6 +255,21 @@ def select_tlb_records(plugin_out: str | Path, raw: Path) -> None:
     atomic_write_bytes(raw / TLB_RECORDS, ("\n".join(keep) + "\n").encode())
 
 
+def save_stream(raw: Path, stream: bytes | None, tlb_records: str | Path | None = None) -> None:
+    """Keep the guest runner's output as RAW/guest-run.out and, with the TLB
+    model's per-boot output, this block's records of it."""
+    if stream is not None:
+        atomic_write_bytes(raw / FRAMES, stream)
+    if tlb_records:
+        # The runner's marks travel in the stream; collect() reports a bad one.
+        if (raw / FRAMES).is_file():
+            try:
+                unpack((raw / FRAMES).read_text(encoding="utf-8", errors="replace"), raw)
+            except FrameError:
+                pass
+        select_tlb_records(tlb_records, raw)
+
+
 def collect(raw_dir: str | Path) -> dict[str, Any]:
     """Parse RAW_DIR and return a result document (not yet validated)."""
     raw = Path(raw_dir)
@@ -425,16 +440,7 @@ def main(argv: list[str] | None = None) -> int:
         raw = Path(args.raw_dir)
         if args.meta is not None:
             atomic_write_json(raw / "meta.json", json.loads(args.meta))
-        if args.stream:
-            atomic_write_bytes(raw / FRAMES, sys.stdin.buffer.read())
-        if args.tlb_records:
-            # The runner's marks travel in the stream; collect() reports a bad one.
-            if (raw / FRAMES).is_file():
-                try:
-                    unpack((raw / FRAMES).read_text(encoding="utf-8", errors="replace"), raw)
-                except FrameError:
-                    pass
-            select_tlb_records(args.tlb_records, raw)
+        save_stream(raw, sys.stdin.buffer.read() if args.stream else None, args.tlb_records)
         doc = collect_to(raw, args.out)
     except (CollectError, ValueError, OSError) as e:
         print(f"kablab.collect: error: {e}", file=sys.stderr)

@@ -5,6 +5,7 @@ guest_domain's task files work from one plan per domain; computing it here
 """
 from __future__ import annotations
 
+import datetime
 import posixpath
 import re
 from typing import Any, Iterable, Mapping
@@ -55,8 +56,8 @@ def domain_plan(variants: Iterable[Mapping[str, Any]], only: Iterable[str], pref
         out.append({
             "variant": name, "index": index, "name": domain, "port": int(port_base) + index,
             "cmdline": f"{cmdline_common} {v.get('cmdline') or ''}".strip(),
-            "dir": ddir, "overlay": f"{ddir}/overlay.qcow2", "seed": f"{ddir}/seed.img",
-            "seed_dir": f"{ddir}/seed", "kernel_dir": kdir, "kernel": f"{kdir}/bzImage",
+            "dir": ddir, "overlay": f"{ddir}/overlay.qcow2", "config_disk": f"{ddir}/config.img",
+            "config_dir": f"{ddir}/config", "kernel_dir": kdir, "kernel": f"{kdir}/bzImage",
         })
     return out
 
@@ -84,9 +85,9 @@ def boot_numbers(find_results: Iterable[Mapping[str, Any]], running: Iterable[st
             for r in find_results}
 
 
-def seed_disks_to_make(plan: list[Mapping[str, Any]], exists: Iterable[bool], sizes_mib: Iterable[int],
-                       *changed: Iterable[bool], slack_mib: int = 16) -> list[dict[str, Any]]:
-    """The plan entries whose seed disk is missing or whose staged contents
+def config_disks_to_make(plan: list[Mapping[str, Any]], exists: Iterable[bool], sizes_mib: Iterable[int],
+                         *changed: Iterable[bool], slack_mib: int = 16) -> list[dict[str, Any]]:
+    """The plan entries whose config disk is missing or whose staged contents
     changed (each `changed` list is aligned with the plan), with the disk
     size: the tree plus slack for ext4's own metadata."""
     rows = list(zip(*[[bool(c) for c in col] for col in changed])) if changed else [()] * len(plan)
@@ -97,10 +98,17 @@ def seed_disks_to_make(plan: list[Mapping[str, Any]], exists: Iterable[bool], si
     return out
 
 
+def _utc(epoch: float) -> str:
+    return datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
 def guests_record(plan: list[Mapping[str, Any]], unames: Iterable[str], boots: Mapping[str, int],
                   logdir: str, kernels: Mapping[str, Mapping[str, Any]], hypervisor: str,
-                  boot_to_ready_s: float, known: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """kablab_guests: what the results record about each running guest."""
+                  booted_at: float, ready_at: float, known: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """kablab_guests: what the results record about each running guest.
+    booted_at / ready_at: when the domains were started and when their
+    consoles said ready (epoch seconds), kept as UTC times: they show when
+    each hypervisor's boots ran (several hosts work at the same time)."""
     out = dict(known or {})
     for entry, uname in zip(plan, unames):
         v = entry["variant"]
@@ -110,7 +118,10 @@ def guests_record(plan: list[Mapping[str, Any]], unames: Iterable[str], boots: M
             "port": entry["port"], "cmdline": entry["cmdline"], "boot": boots[v],
             "console_log": console_log(logdir, v, boots[v]),
             "console_log_campaign": f"logs/{v}-boot{boots[v]}.log",
+            # the workload runner's output channel (kablab-guest-boot)
+            "frames": f"{logdir}/{v}-boot{boots[v]}.frames",
             "kernel_release": kernels[v]["release"], "uname_r": release, "uname_v": version,
-            "boot_to_ready_s_upper_bound": round(float(boot_to_ready_s), 2),
+            "boot_to_ready_s_upper_bound": round(float(ready_at) - float(booted_at), 2),
+            "booted_at": _utc(float(booted_at)), "ready_at": _utc(float(ready_at)),
         }
     return out

@@ -9,10 +9,11 @@ its stdout and nothing else:
     kablab-raw end
 
 one line per raw file that exists (a missing file is simply absent: the
-collector says which ones it needed). Ansible returns that stdout from the
-one command that ran the block, so a block costs one guest command and no
-archive, fetch or unpack step; `unpack` writes the files into the raw
-directory on the controller, each atomically.
+collector says which ones it needed). kablab-guest-boot sends it, block by
+block, through the domain's frames channel to the hypervisor
+(kablab/bootrun.py splits the blocks), so there is no archive, fetch or
+unpack step per block; `unpack` writes the files into the raw directory
+on the controller, each atomically.
 """
 
 from __future__ import annotations

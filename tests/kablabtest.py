@@ -40,7 +40,7 @@ def run_playbook(playbook: str, *args: str, extra_vars: dict | None = None,
 
 
 def kablab_leftovers() -> list[str]:
-    """Domains, overlays and seed disks, QEMU processes and forwarded ports a
+    """Domains, overlays and config disks, QEMU processes and forwarded ports a
     kablab run could leave."""
     left = []
     domains_dir = PUBLISH / "domains"

@@ -248,6 +248,15 @@ def test_two_host_campaign_gathers_both_hosts(kernels, tmp_path):
         assert doc["status"] == "ok", (f, doc.get("failure"))
         hosts[doc["variant"]] = doc["host"]["name"]
     assert hosts == {b["variant"]: b["host"] for b in plan["plan"]}
+    # the two hypervisors worked at the same time: each boot's interval,
+    # domain start to its last result, overlaps the other's
+    spans = {}
+    for f in result_files(campaign):
+        doc = json.loads(f.read_text())
+        span = spans.setdefault(doc["host"]["name"], [doc["guest"]["booted_at"], doc["finished_at"]])
+        span[1] = max(span[1], doc["finished_at"])
+    (a0, a1), (b0, b1) = spans.values()
+    assert max(a0, b0) < min(a1, b1), f"the hosts took turns: {spans}"
     # each host used its own domain names and ports
     assert "kablab-hva-" in run.output and "kablab-hvb-" in run.output
     merged = json.loads((campaign / "results.json").read_text())
@@ -257,7 +266,7 @@ def test_two_host_campaign_gathers_both_hosts(kernels, tmp_path):
     assert kablab_domains() == []
     # kablab_keep_ssh_key: false removed the key pair once the report was rendered
     assert not list((campaign / "ssh").glob("id_ed25519*"))
-    print(f"two-host campaign: {hosts}")
+    print(f"two-host campaign: {hosts}, boots from start to last result: {spans}")
 
 
 def test_readme_commands_are_the_tested_ones():

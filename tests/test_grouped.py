@@ -205,6 +205,9 @@ def test_debug_pagealloc_guest_uses_no_cache(kernels, churn_binaries, fragmenter
     k = kernels["grouped"]
     config = Path(k["build"]["objdir"]) / ".config"
     if "CONFIG_DEBUG_PAGEALLOC=y" not in config.read_text():
+        # Built in (off by default) it raised stock's modelled kernel dTLB
+        # walks ~100x in test_tlbmodel_boot with the same DirectMap counts,
+        # not yet understood: the ci config leaves it out for now.
         pytest.skip("the ci grouped kernel is built without CONFIG_DEBUG_PAGEALLOC: debug_pagealloc=on "
                     "is an unknown parameter there")
     _, console = churn("grouped", kernels, churn_binaries, fragmenter, tmp_path,

@@ -262,6 +262,7 @@ def normalise(xml: str, variant: dict) -> str:
     xml = re.sub(r"<uuid>[^<]+</uuid>", "<uuid>UUID</uuid>", xml)
     xml = re.sub(r"<kernel>[^<]+</kernel>", "<kernel>KERNEL</kernel>", xml)
     xml = re.sub(rf"/{re.escape(name)}-boot\d+\.log", "/VARIANT-bootN.log", xml)
+    xml = re.sub(rf"/{re.escape(name)}-boot\d+\.frames", "/VARIANT-bootN.frames", xml)
     xml = re.sub(r"hostfwd=tcp:127\.0\.0\.1:\d+-:22", "hostfwd=tcp:127.0.0.1:PORT-:22", xml)
     if variant["cmdline"]:
         xml, n = re.subn(rf" {re.escape(variant['cmdline'])}</cmdline>", "</cmdline>", xml)
@@ -270,7 +271,8 @@ def normalise(xml: str, variant: dict) -> str:
 
 
 def test_domains_identical_but_for_variant_parts(guests) -> None:
-    """(2) the domain XMLs differ only in name/uuid, kernel, variant cmdline, port and per-domain paths."""
+    """(2) the domain XMLs differ only in name/uuid, kernel, variant cmdline, port and per-domain paths
+    (console log, frames channel)."""
     xmls = {v["name"]: virsh("dumpxml", "--inactive", f"{PREFIX}-{v['name']}") for v in VARIANTS}
     for v in VARIANTS:
         assert f"hostfwd=tcp:127.0.0.1:{guests['hyp']['guests'][v['name']]['port']}-:22" in xmls[v["name"]]
@@ -325,7 +327,7 @@ def test_restart_gives_clean_state(guests) -> None:
 
 
 def test_teardown_leaves_nothing(guests) -> None:
-    """(4) teardown: no domain, overlay, seed disk or forwarded port remains; logs kept in the campaign."""
+    """(4) teardown: no domain, overlay, config disk or forwarded port remains; logs kept in the campaign."""
     run = run_playbook("teardown.yml", extra_vars=guests["vars"])
     assert run.rc == 0, run.output[-3000:]
     assert_nothing_left(guests["campaign"])

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from kablab import collect, rawframe
+from kablab import bootrun, collect, rawframe
 from kablabtest import need
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -447,3 +447,65 @@ def test_workload_added_by_the_recipe_is_picked_up(build_output, tmp_path):
     docs = [json.loads(line) for line in frames["harness.jsonl"].decode().splitlines()]
     assert [d["workload"] for d in docs] == ["getpid-loop", "getpid-loop"]
     assert all(d["params"]["iterations"] == 200 and d["metrics"]["calls_per_s"]["value"] > 0 for d in docs)
+
+
+GUEST_BOOT = ROOT / "roles/workload_runner/files/kablab-guest-boot"
+
+
+def guest_boot(port: Path, work: Path, specs: list[dict]) -> str:
+    """Run kablab-guest-boot as the run stage does (plan on stdin; it
+    detaches) and wait for its end line in PORT, here a plain file."""
+    plan = bootrun.guest_plan(specs, str(BUILD), ["task-clock"])
+    port.write_text("")
+    p = subprocess.run(["sh", str(GUEST_BOOT), str(port), str(work), "0"], input=plan,
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
+    deadline = time.monotonic() + 240
+    while "kablab-boot end" not in port.read_text() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    return port.read_text()
+
+
+def test_guest_boot_runs_every_block_and_each_becomes_a_result(build_output, tmp_path):
+    """One guest command runs the boot's blocks in order; its frames split
+    into one valid result per workload; a stream cut in the second block
+    (the guest lost there) keeps the first, fails the second with the
+    watcher's reason and leaves the third for a fresh boot."""
+    need("perf", "hyperfine")
+    specs = [{"name": "syscall-mix", "argv": ["--seed", "1"], "runs": 2, "warmup": 0, "timeout_s": 30,
+              "primary_metric": "ops_per_s"},
+             {"name": "fault-inject", "argv": ["--iterations", "1000", "--crash-runs", "2", "--seed", "1"],
+              "runs": 3, "warmup": 1, "timeout_s": 30, "primary_metric": "ops_per_s"},
+             {"name": "fork-exec", "argv": ["--seed", "1"], "runs": 2, "warmup": 0, "timeout_s": 30,
+              "primary_metric": "execs_per_s"}]
+    frames = guest_boot(tmp_path / "frames", tmp_path / "guest", specs)
+    assert [m.group(1) for m in re.finditer(r"^kablab-block (\S+) begin$", frames, re.M)] == \
+        [s["name"] for s in specs]
+    assert re.findall(r"^kablab-block \S+ end (\d+)$", frames, re.M) == ["0", "0", "0"]
+
+    meta = json.loads((ROOT / "tests/fixtures/raw-sample/meta.json").read_text())
+    boot = {"variant": "stock", "block": 0, "meta": meta, "sha256": {s["name"]: "ab" * 32 for s in specs},
+            "variants": ["stock", "grouped"], "perf_events": ["task-clock"], "tlb": None, "tlb_records": None,
+            "noise": None, "console_log": "logs/stock-boot1.log"}
+    camp = tmp_path / "campaign"
+    out = bootrun.collect_boot(camp, boot, specs, frames, {"complete": True, "stopped": None, "blocks": {}})
+    assert out == {"ok": ["syscall-mix", "fault-inject", "fork-exec"], "failed": [], "remaining": [], "errors": []}
+    docs = {s["name"]: json.loads((camp / f"results/stock/{s['name']}-block0.json").read_text()) for s in specs}
+    assert [r["included"] for r in docs["fault-inject"]["runs"]] == [True, False, True]
+    assert docs["fork-exec"]["binary"]["args"] == ["--seed", "1"]
+    assert docs["syscall-mix"]["campaign"]["variants"] == ["stock", "grouped"]
+
+    cut = frames[:frames.index("kablab-block fault-inject begin") + 200]
+    reason = "fault-inject did not end within 150 s: the guest is taken for hung"
+    camp = tmp_path / "cut"
+    out = bootrun.collect_boot(camp, boot, specs, cut,
+                               {"complete": False, "blocks": {}, "stopped": {"block": "fault-inject", "reason": reason}})
+    assert out == {"ok": ["syscall-mix"], "failed": ["fault-inject"], "remaining": ["fork-exec"], "errors": []}
+    failed = json.loads((camp / "results/stock/fault-inject-block0.json").read_text())
+    assert (failed["status"], failed["failure"]["stage"], failed["failure"]["reason"]) == ("failed", "run", reason)
+    assert failed["failure"]["console_log"] == "logs/stock-boot1.log"
+    assert not (camp / "results/stock/fork-exec-block0.json").exists()
+    # a resumed campaign keeps the good result and moves the failed one aside
+    assert bootrun.todo(camp, "stock", 0, [s["name"] for s in specs], "T1") == ["fault-inject", "fork-exec"]
+    assert (camp / "attempts/T1/stock/fault-inject-block0.json").is_file()
+    assert (camp / "attempts/T1/stock/fault-inject-block0").is_dir()

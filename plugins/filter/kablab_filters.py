@@ -6,7 +6,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from kablab import domains  # noqa: E402
+from kablab import bootrun, domains  # noqa: E402
 from kablab.doctor import provenance as doctor_provenance  # noqa: E402
 from kablab.kcache import du_freed, kernel_entries, merge_manifest, prune_decision  # noqa: E402
 from kablab.plan import host_boots, plan_boots  # noqa: E402
@@ -51,21 +51,25 @@ class FilterModule:
             # (du -sb lines, paths) -> bytes the removal of paths frees
             "kablab_du_freed": lambda lines, paths: du_freed(list(lines), list(paths)),
             # guest_domain: the per-domain plan, its input errors, boot numbers,
-            # seed disks to (re)make and the guests' record (kablab.domains)
+            # config disks to (re)make and the guests' record (kablab.domains)
             "kablab_domain_errors": lambda variants, only, prefix: domains.plan_errors(
                 list(variants), list(only), prefix),
             "kablab_domain_plan": lambda variants, only, prefix, publish_dir, kernels, port_base, common:
                 domains.domain_plan(list(variants), list(only), prefix, publish_dir, dict(kernels),
                                     int(port_base), common),
             "kablab_boot_numbers": lambda found, running: domains.boot_numbers(list(found), list(running)),
-            "kablab_seed_disks": lambda plan, exists, sizes, *changed: domains.seed_disks_to_make(
+            "kablab_config_disks": lambda plan, exists, sizes, *changed: domains.config_disks_to_make(
                 list(plan), list(exists), [int(s) for s in sizes], *[list(c) for c in changed]),
-            "kablab_guests_record": lambda plan, unames, boots, logdir, kernels, hypervisor, secs, known:
+            "kablab_guests_record": lambda plan, unames, boots, logdir, kernels, hypervisor, booted, ready, known:
                 domains.guests_record(list(plan), list(unames), dict(boots), logdir, dict(kernels),
-                                      hypervisor, float(secs), dict(known)),
+                                      hypervisor, float(booted), float(ready), dict(known)),
             # (settings, name, profile, seed, runs, warmup) -> a workload's campaign
             # settings: {name, var, argv, timeout_s, primary_metric, runs, warmup,
             # prepare, error}; preflight dry-runs the argv the runner runs.
+            # a boot's blocks: kablab-guest-boot's plan and framewatch.py's timeouts
+            "kablab_guest_boot_plan": lambda specs, guest_dir, events: bootrun.guest_plan(
+                list(specs), str(guest_dir), list(events)),
+            "kablab_block_timeouts": lambda specs, slack: bootrun.block_timeouts(list(specs), slack),
             "kablab_workload_spec": lambda settings, name, profile, seed, runs, warmup: workload_spec(
                 name, profile, seed, dict(settings), runs, warmup),
             # a make doctor document -> what each result's host provenance carries

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import yaml
 
-from kablab.domains import (boot_number, boot_numbers, domain_plan, guests_record, plan_errors,
-                            seed_disks_to_make)
+from kablab.domains import (boot_number, boot_numbers, config_disks_to_make, domain_plan, guests_record,
+                            plan_errors)
 
 REPO = Path(__file__).resolve().parents[2]
 VARIANTS = yaml.safe_load((REPO / "inventory/group_vars/all/variants.yml").read_text())["kablab_variants"]
@@ -25,7 +25,7 @@ def test_plan_names_paths_and_cmdlines():
     assert [d["name"] for d in p] == ["kablab-" + v["name"] for v in VARIANTS]
     stock = p[0]
     assert stock["overlay"] == "/var/lib/kablab/domains/kablab-stock/overlay.qcow2"
-    assert stock["seed"] == "/var/lib/kablab/domains/kablab-stock/seed.img"
+    assert stock["config_disk"] == "/var/lib/kablab/domains/kablab-stock/config.img"
     key = KERNELS["stock"]["build"]["key"]
     assert stock["kernel"] == f"/var/lib/kablab/kernels/stock-{key}/bzImage"
     assert stock["cmdline"] == COMMON  # no trailing blank for an empty variant cmdline
@@ -59,22 +59,23 @@ def test_boot_numbers_follow_the_console_logs():
     assert boot_numbers(found, ["kablab-grouped"]) == {"stock": 1, "grouped": 3, "split4k": 2}
 
 
-def test_seed_disks_made_when_missing_or_changed():
+def test_config_disks_made_when_missing_or_changed():
     p = plan()
-    todo = seed_disks_to_make(p, [True, False, True], [10, 10, 12], [False, False, False],
+    todo = config_disks_to_make(p, [True, False, True], [10, 10, 12], [False, False, False],
                               [False, False, True])
     assert [d["variant"] for d in todo] == ["grouped", "split4k"]
     assert todo[1]["size_mib"] == 12 + 16
-    assert seed_disks_to_make(p, [True] * 3, [1] * 3) == []
+    assert config_disks_to_make(p, [True] * 3, [1] * 3) == []
 
 
 def test_guests_record_keeps_other_guests():
     p = plan(["grouped"])
     rec = guests_record(p, ["6.1.192-kablab-grouped #8df5 SMP x"], {"grouped": 2}, "/l/c1", KERNELS,
-                        "localhost", 7.256, known={"stock": {"domain": "kablab-stock"}})
+                        "localhost", 1796464264.0, 1796464271.256, known={"stock": {"domain": "kablab-stock"}})
     assert rec["stock"] == {"domain": "kablab-stock"}
     g = rec["grouped"]
     assert g["console_log"] == "/l/c1/grouped-boot2.log"
     assert g["console_log_campaign"] == "logs/grouped-boot2.log"
     assert (g["uname_r"], g["uname_v"]) == ("6.1.192-kablab-grouped", "#8df5 SMP x")
     assert g["boot_to_ready_s_upper_bound"] == 7.26
+    assert (g["booted_at"], g["ready_at"]) == ("2026-12-05T09:51:04Z", "2026-12-05T09:51:11Z")

@@ -112,7 +112,7 @@ def render_domain(cmdline: str, name: str = "kablab-stock", log: str = "/l\"og",
         "ansible_managed": "managed", "guest_domain_accel_result": {"domain_type": "qemu", "accel": "tcg"},
         "guest_domain_memory_mib": 2048, "guest_domain_memory_backing": "default", "guest_domain_vcpus": 2,
         "guest_domain_vcpu_pinning": ["0"], "guest_domain_machine": "pc", "guest_domain_disk_cache": "writeback",
-        "_dom": {"name": name, "kernel": "/k/bz<Image", "cmdline": cmdline, "overlay": "/o'v", "seed": "/s&d",
+        "_dom": {"name": name, "kernel": "/k/bz<Image", "cmdline": cmdline, "overlay": "/o'v", "config_disk": "/c&d",
                  "log": log, "port": 10022, "variant": "split4k"}, **more})
 
 
@@ -143,7 +143,7 @@ def test_domain_xml_escapes_every_value():
     assert root.find("on_poweroff").text == "destroy" and len(root.findall("on_poweroff")) == 1
     assert root.find("name").text == "kablab-a&b"
     assert root.find("os/kernel").text == "/k/bz<Image"
-    assert [d.find("source").get("file") for d in root.findall("devices/disk")] == ["/o'v", "/s&d"]
+    assert [d.find("source").get("file") for d in root.findall("devices/disk")] == ["/o'v", "/c&d"]
     assert root.find("devices/serial/source").get("path") == "/l\"og"
 
 

@@ -1,0 +1,144 @@
+"""Watch one boot's frames file until its blocks end, or the guest is lost.
+
+On the hypervisor (run as a standalone script, stdlib only)::
+
+    framewatch.py FRAMES CONSOLE BLOCKS_JSON [--start-timeout S] [--poll S]
+
+FRAMES is the file the domain's frames channel writes (the guest's
+kablab-guest-boot output, roles/workload_runner/files/kablab-guest-boot),
+CONSOLE its serial console log. BLOCKS_JSON lists the blocks in the order
+the guest runs them, each {"name", "timeout_s"}: the longest the whole
+block may take as seen from here ((runs + warmup) x run timeout + slack).
+
+It returns when the guest printed "kablab-boot end", when a block runs past
+its timeout or no block begins within --start-timeout of the previous one
+(a hung or stopped guest), or as soon as the console shows a kernel panic.
+It prints one JSON object: per block the hypervisor's UTC times of its
+begin and end lines and its runner's exit status, "complete", and
+"stopped" (null, or {"block", "reason", "console_tail"}) -- the reason a controller
+records for the block that was in flight. The guest's clock is not used.
+"""
+import argparse
+import collections
+import datetime
+import json
+import re
+import sys
+import time
+
+BLOCK = re.compile(r"^kablab-block (\S+) (begin|end)(?: (-?\d+))?$")
+BOOT_END = "kablab-boot end"
+PANIC = re.compile(r"Kernel panic - not syncing[^\r\n]*")
+
+
+def utc(t):
+    return datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class Watch:
+    """The state of one boot's blocks, fed the frames file's new lines."""
+
+    def __init__(self, blocks, start_timeout, now):
+        self.timeouts = {b["name"]: float(b["timeout_s"]) for b in blocks}
+        self.start_timeout = float(start_timeout)
+        self.blocks = {}
+        self.current = None
+        self.last_event = now
+        self.last_name = None
+        self.complete = False
+        self.stopped = None
+
+    def line(self, text, now):
+        if text == BOOT_END:
+            self.complete = True
+            self.current = None
+            return
+        m = BLOCK.match(text)
+        if not m:
+            return
+        name, what, rc = m.group(1), m.group(2), m.group(3)
+        if what == "begin":
+            self.blocks[name] = {"began": utc(now), "began_s": now, "ended": None, "rc": None}
+            self.current = name
+        elif name in self.blocks:
+            self.blocks[name].update(ended=utc(now), rc=int(rc) if rc is not None else None)
+            self.current = None
+            self.last_name = name
+        self.last_event = now
+
+    def check(self, now, panic=None):
+        """Set self.stopped when the guest is to be taken for lost."""
+        if self.complete or self.stopped:
+            return
+        if panic:
+            where = f"while {self.current} ran" if self.current else "between blocks"
+            self.stopped = {"block": self.current, "reason": f"the guest kernel panicked {where}: {panic}"}
+        elif self.current is not None:
+            limit = self.timeouts.get(self.current, self.start_timeout)
+            if now - self.blocks[self.current]["began_s"] > limit:
+                self.stopped = {"block": self.current,
+                                "reason": f"{self.current} did not end within {limit:g} s "
+                                          "((runs + warmup) x timeout + slack): the guest is taken for hung"}
+        elif now - self.last_event > self.start_timeout:
+            after = f"after {self.last_name} ended" if self.last_name else "after the blocks were started"
+            self.stopped = {"block": None,
+                            "reason": f"no block began within {self.start_timeout:g} s {after}: "
+                                      "the guest runner stopped or the guest is hung"}
+
+    def report(self):
+        return {"blocks": {k: {x: v[x] for x in ("began", "ended", "rc")} for k, v in self.blocks.items()},
+                "complete": self.complete, "stopped": self.stopped}
+
+
+class Tail:
+    """New complete lines of a file that is still being written."""
+
+    def __init__(self, path):
+        self.path, self.offset, self.partial = path, 0, b""
+
+    def lines(self):
+        try:
+            with open(self.path, "rb") as f:
+                f.seek(self.offset)
+                data = f.read()
+        except OSError:
+            return []
+        self.offset += len(data)
+        data = self.partial + data
+        *done, self.partial = data.split(b"\n")
+        return [x.decode("utf-8", "replace").rstrip("\r") for x in done]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(prog="framewatch.py", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("frames")
+    ap.add_argument("console")
+    ap.add_argument("blocks", help="JSON list of {name, timeout_s}, in run order")
+    ap.add_argument("--start-timeout", type=float, default=120.0,
+                    help="longest wait for the next block to begin (s)")
+    ap.add_argument("--poll", type=float, default=0.2)
+    a = ap.parse_args(argv)
+    w = Watch(json.loads(a.blocks), a.start_timeout, time.time())
+    frames, console = Tail(a.frames), Tail(a.console)
+    console_tail = collections.deque(maxlen=30)
+    while True:
+        now = time.time()
+        for text in frames.lines():
+            w.line(text, now)
+        new = console.lines()
+        console_tail.extend(new)
+        panic = next((m.group(0) for m in map(PANIC.search, new) if m), None)
+        w.check(now, panic)
+        if w.complete or w.stopped:
+            break
+        time.sleep(a.poll)
+    if w.stopped:
+        w.stopped["console_tail"] = "\n".join(console_tail)[-4000:]
+    json.dump(w.report(), sys.stdout)
+    print()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""kablab/framewatch.py: when the hypervisor takes a boot's guest for lost."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from kablab.framewatch import Watch
+
+SCRIPT = Path(__file__).resolve().parents[2] / "kablab/framewatch.py"
+BLOCKS = [{"name": "syscall-mix", "timeout_s": 10}, {"name": "fork-exec", "timeout_s": 60}]
+
+
+def test_complete_boot_keeps_host_times_and_exit_codes():
+    w = Watch(BLOCKS, 30, now=0)
+    for t, line in ((1, "kablab-block syscall-mix begin"), (2, "kablab-raw 1"), (5, "kablab-block syscall-mix end 0"),
+                    (6, "kablab-block fork-exec begin"), (9, "kablab-block fork-exec end 0"), (9, "kablab-boot end")):
+        w.line(line, t)
+        w.check(t)
+    r = w.report()
+    assert r["complete"] and r["stopped"] is None
+    assert r["blocks"]["fork-exec"] == {"began": "1970-01-01T00:00:06Z", "ended": "1970-01-01T00:00:09Z", "rc": 0}
+
+
+def test_block_past_its_timeout_is_taken_for_hung():
+    w = Watch(BLOCKS, 30, now=0)
+    w.line("kablab-block syscall-mix begin", 1)
+    w.check(11)
+    assert w.stopped is None
+    w.check(11.5)
+    assert w.stopped["block"] == "syscall-mix"
+    assert w.stopped["reason"].startswith("syscall-mix did not end within 10 s")
+
+
+def test_no_next_block_and_panic():
+    w = Watch(BLOCKS, 30, now=0)
+    w.line("kablab-block syscall-mix begin", 1)
+    w.line("kablab-block syscall-mix end 0", 2)
+    w.check(31)
+    assert w.stopped is None
+    w.check(33)
+    assert w.stopped == {"block": None, "reason": "no block began within 30 s after syscall-mix ended: "
+                                                  "the guest runner stopped or the guest is hung"}
+    w = Watch(BLOCKS, 30, now=0)
+    w.line("kablab-block fork-exec begin", 1)
+    w.check(2, panic="Kernel panic - not syncing: Fatal exception")
+    assert w.stopped["block"] == "fork-exec"
+    assert w.stopped["reason"].endswith("panicked while fork-exec ran: Kernel panic - not syncing: Fatal exception")
+
+
+def test_script_follows_a_file_being_written(tmp_path):
+    """As the run stage runs it: the frames grow while it watches; the
+    console's panic line stops it at once, with the console's tail."""
+    frames, console = tmp_path / "f", tmp_path / "c"
+    frames.write_text("")
+    console.write_text("booting\n")
+
+    def guest():
+        time.sleep(0.5)
+        with frames.open("a") as f:
+            f.write("kablab-block syscall-mix begin\nkablab-raw 1\n")
+            f.flush()
+            time.sleep(0.5)
+            f.write("kablab-raw end\nkablab-block syscall-mix end 0\nkablab-block fork-exec begin\n")
+        time.sleep(0.5)
+        with console.open("a") as c:
+            c.write("[ 9.1] Kernel panic - not syncing: Attempted to kill init!\n")
+
+    th = threading.Thread(target=guest)
+    th.start()
+    p = subprocess.run([sys.executable, str(SCRIPT), str(frames), str(console), json.dumps(BLOCKS),
+                        "--start-timeout", "20", "--poll", "0.05"], capture_output=True, text=True, timeout=60)
+    th.join()
+    r = json.loads(p.stdout)
+    assert r["blocks"]["syscall-mix"]["rc"] == 0 and r["blocks"]["fork-exec"]["ended"] is None
+    assert r["stopped"]["block"] == "fork-exec"
+    assert "Attempted to kill init" in r["stopped"]["reason"]
+    assert "booting" in r["stopped"]["console_tail"]
