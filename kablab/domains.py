@@ -36,11 +36,14 @@ def plan_errors(variants: Iterable[Mapping[str, Any]], only: Iterable[str], pref
 
 def domain_plan(variants: Iterable[Mapping[str, Any]], only: Iterable[str], prefix: str,
                 publish_dir: str, kernels: Mapping[str, Mapping[str, Any]], port_base: int,
-                cmdline_common: str) -> list[dict[str, Any]]:
+                cmdline_common: str, ssh_dir: str = "") -> list[dict[str, Any]]:
     """One entry per domain to act on.
 
     The SSH port comes from the variant's position in the whole list, not in
     `only`, so a variant keeps its port whichever subset a task acts on.
+    `ssh` is how the hypervisor runs a command in the guest (append one
+    remote command string): OpenSSH with the campaign's key pair and
+    known_hosts in ssh_dir, to the guest's port forwarded on 127.0.0.1.
     """
     only = list(only)
     out = []
@@ -53,13 +56,23 @@ def domain_plan(variants: Iterable[Mapping[str, Any]], only: Iterable[str], pref
         k = kernels.get(name, {})
         kernel_src_dir = k.get("dir") or posixpath.dirname(k.get("bzimage") or "none")
         kdir = posixpath.join(publish_dir, "kernels", posixpath.basename(kernel_src_dir))
+        port = int(port_base) + index
         out.append({
-            "variant": name, "index": index, "name": domain, "port": int(port_base) + index,
+            "variant": name, "index": index, "name": domain, "port": port, "ssh": ssh_argv(ssh_dir, port),
             "cmdline": f"{cmdline_common} {v.get('cmdline') or ''}".strip(),
             "dir": ddir, "overlay": f"{ddir}/overlay.qcow2", "config_disk": f"{ddir}/config.img",
             "config_dir": f"{ddir}/config", "kernel_dir": kdir, "kernel": f"{kdir}/bzImage",
         })
     return out
+
+
+def ssh_argv(ssh_dir: str, port: int) -> list[str]:
+    """OpenSSH to a guest: key authentication only, the host key checked
+    against the campaign's known_hosts (filled from the image's keys), no
+    prompt ever (BatchMode), and no user or system ssh_config in the way."""
+    return ["ssh", "-F", "/dev/null", "-i", f"{ssh_dir}/id_ed25519", "-o", f"UserKnownHostsFile={ssh_dir}/known_hosts",
+            "-o", "StrictHostKeyChecking=yes", "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
+            "-o", "ConnectTimeout=30", "-p", str(port), "root@127.0.0.1"]
 
 
 def console_log(logdir: str, variant: str, boot: int) -> str:
@@ -115,7 +128,7 @@ def guests_record(plan: list[Mapping[str, Any]], unames: Iterable[str], boots: M
         release, _, version = uname.partition(" ")
         out[v] = {
             "domain": entry["name"], "inventory_host": entry["name"], "hypervisor": hypervisor,
-            "port": entry["port"], "cmdline": entry["cmdline"], "boot": boots[v],
+            "port": entry["port"], "ssh": entry["ssh"], "cmdline": entry["cmdline"], "boot": boots[v],
             "console_log": console_log(logdir, v, boots[v]),
             "console_log_campaign": f"logs/{v}-boot{boots[v]}.log",
             # the workload runner's output channel (kablab-guest-boot)

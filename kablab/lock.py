@@ -142,7 +142,8 @@ class Lock:
 
     def acquire(self, wait: float | None = 0, on_wait=None) -> "Lock":
         """wait: 0 = stop at once, None = forever, else seconds. Raises Busy."""
-        deadline = None if wait is None else time.monotonic() + wait
+        started = time.monotonic()
+        deadline = None if wait is None else started + wait
         told = False
         while not self._try():
             info = read_info(self.path)
@@ -152,7 +153,9 @@ class Lock:
             grace = 10 if owner_dead else 0
             if deadline is not None and time.monotonic() >= deadline + grace:
                 raise Busy(f"{self.what} is in use by {describe(info)}; lock {self.path}")
-            if on_wait and not told and not owner_dead:
+            # The holder writes its record just after it takes the flock:
+            # an empty record is only worth naming once it stays empty.
+            if on_wait and not told and not owner_dead and (info or time.monotonic() - started > 1):
                 on_wait(f"kablab: waiting for {describe(info)} (lock {self.path})")
                 told = True
             time.sleep(0.2)

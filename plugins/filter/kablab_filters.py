@@ -54,9 +54,9 @@ class FilterModule:
             # config disks to (re)make and the guests' record (kablab.domains)
             "kablab_domain_errors": lambda variants, only, prefix: domains.plan_errors(
                 list(variants), list(only), prefix),
-            "kablab_domain_plan": lambda variants, only, prefix, publish_dir, kernels, port_base, common:
+            "kablab_domain_plan": lambda variants, only, prefix, publish_dir, kernels, port_base, common, ssh_dir:
                 domains.domain_plan(list(variants), list(only), prefix, publish_dir, dict(kernels),
-                                    int(port_base), common),
+                                    int(port_base), common, str(ssh_dir)),
             "kablab_boot_numbers": lambda found, running: domains.boot_numbers(list(found), list(running)),
             "kablab_config_disks": lambda plan, exists, sizes, *changed: domains.config_disks_to_make(
                 list(plan), list(exists), [int(s) for s in sizes], *[list(c) for c in changed]),

@@ -17,7 +17,7 @@ COMMON = "console=ttyS0 root=/dev/vda rw rootfstype=ext4 panic=-1"
 
 
 def plan(only=()):
-    return domain_plan(VARIANTS, only, "kablab", "/var/lib/kablab", KERNELS, 10022, COMMON)
+    return domain_plan(VARIANTS, only, "kablab", "/var/lib/kablab", KERNELS, 10022, COMMON, "/r/c1/ssh")
 
 
 def test_plan_names_paths_and_cmdlines():
@@ -31,6 +31,16 @@ def test_plan_names_paths_and_cmdlines():
     assert stock["cmdline"] == COMMON  # no trailing blank for an empty variant cmdline
     split = next(d for d in p if d["variant"] == "split4k")
     assert split["cmdline"] == COMMON + " nohugepages_mapping"
+
+
+def test_ssh_reaches_the_guests_port_with_the_campaign_key_only():
+    split = plan(["split4k"])[0]
+    ssh = split["ssh"]
+    assert ssh[0] == "ssh" and ssh[-3:] == ["-p", str(split["port"]), "root@127.0.0.1"]
+    opts = dict(zip(ssh[1:-3:2], ssh[2:-3:2]))
+    assert opts["-i"] == "/r/c1/ssh/id_ed25519"
+    assert {o for k, o in zip(ssh[1:-3:2], ssh[2:-3:2]) if k == "-o"} >= {
+        "UserKnownHostsFile=/r/c1/ssh/known_hosts", "StrictHostKeyChecking=yes", "IdentitiesOnly=yes", "BatchMode=yes"}
 
 
 def test_a_subset_keeps_each_variants_port():

@@ -93,7 +93,7 @@ def test_workload_dry_run_returns_the_binarys_own_message(binaries):
 
 
 def test_workload_dry_run_stands_in_for_the_guest_module_path(binaries):
-    args = ["--module", "/var/tmp/kablab/kablab_churn.ko", "--pipes", "1000", "--seed", "1"]
+    args = ["--module", "/run/kablab/config/variant/kablab_churn.ko", "--pipes", "1000", "--seed", "1"]
     assert workload_dry_run(binaries / "module-bpf-churn", args, "v") is None
     assert "--bpf-progs" in workload_dry_run(binaries / "module-bpf-churn", args + ["--bpf-progs", "x"], "v")
 
