@@ -6,10 +6,11 @@ plugin's total written at exit) and that split4k's direct-map reads cost
 many times the kernel dTLB page walks per MiB that stock's do, and more L1
 misses.
 
-Cost: two plugin boots, ~45 s of QEMU CPU each; measured 290 s wall on
-the shared 2-core host (load 3-9), more than the ~4 min budget, so it can
-be excluded: `-k 'not tlbmodel_boot'`. That run: stock 455 / split4k
-1458 kernel dTLB L1 misses per MiB, 3.5 / 189.75 walks per MiB.
+Cost: two plugin boots, ~55-65 s of QEMU CPU each; 86 s wall on a quiet
+2-core host (290 s under load 3-9), so it can be excluded when CI time is
+short: `-k 'not tlbmodel_boot'`. A 16 MiB read on a quiet host: stock
+258.6 / split4k 884.4 kernel dTLB L1 misses per MiB, 51.0 / 269.9 walks
+per MiB (a 4 MiB read gave 0.75 / 4.0: its pages were still in the STLB).
 """
 import subprocess
 import sys
@@ -22,7 +23,13 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 from kablab import tlbmodel  # noqa: E402
 
-MIB = 4
+# More than the modelled STLB reaches with 4k entries (2048 x 4 KiB = 8 MiB).
+# The guest writes the file just before it reads it: with a smaller file
+# split4k's 4k translations are still in the STLB from the writes, and its
+# walks per MiB depend on how many timer ticks (host load, no -icount)
+# evicted them in between: 4.0 per MiB on a quiet host against 192-292
+# under load 20. A sequential pass over twice the reach misses every time.
+MIB = 16
 
 
 @pytest.fixture(scope="module")
@@ -74,8 +81,11 @@ def test_tlbmodel_boot_split4k_direct_map_misses(bench):
     f = {k: {key: tlbmodel.per_mib(c, "kernel", "dtlb", key, MIB) for key in ("l1_miss", "walks")}
          for k, c in (("stock", stock), ("split4k", split))}
     print(f"\nkernel dTLB per MiB read: {f}", file=sys.stderr)
-    # Page walks (STLB misses) are the robust figure: stock's other kernel 4k
-    # misses (stacks, timer ticks) grow with host time when TCG runs without
-    # -icount, which blurs L1 misses on a loaded host (tlbmodel/README.md "Figures").
-    assert f["split4k"]["walks"] > 5 * max(f["stock"]["walks"], 1)
+    # Page walks (STLB misses) are the robust figure. A sequential pass over
+    # more 4k pages than the STLB holds walks once per page, 256 per MiB;
+    # stock's own kernel 4k walks (stacks, timer ticks) grow with host time
+    # when TCG runs without -icount (tlbmodel/README.md "Figures": 0.5 to
+    # 51 per MiB seen), so the excess is tested, not a ratio.
+    assert f["split4k"]["walks"] > 200
+    assert f["split4k"]["walks"] - f["stock"]["walks"] > 128
     assert f["split4k"]["l1_miss"] > f["stock"]["l1_miss"]
