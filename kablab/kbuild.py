@@ -17,6 +17,13 @@ applies patches and runs make; everything it decides comes from here:
     python3 -m kablab.kbuild record OPTIONS --out DIR --tree T --release R
                                    --start EPOCH [--key KEY] [--donor-name NAME]
                                             write DIR/build.json; print the summary
+    python3 -m kablab.kbuild trim-modules OPTIONS --tree T
+                                            before olddefconfig: every module of
+                                            T/_build/.config off but the profile's
+                                            keep list (configs/<profile>.modules)
+    python3 -m kablab.kbuild check-trim OPTIONS --tree T
+                                            after it: no built-in of a core
+                                            directory went with the modules
 
 OPTIONS are the glue's: --cache --source --source-version --patches --variant
 --series a,b --profile ci|distro [--kconfig LINE]... [--jobs N] [--donor auto|none].
@@ -57,6 +64,17 @@ VARIANT_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
 _CONFIG_LINE = re.compile(r"CONFIG_\w+=.*|# CONFIG_\w+ is not set")
 
 
+# Kconfig files whose options decide how the kernel itself behaves
+# (scheduler, preemption, HZ, memory management, mitigations, block layer,
+# locking, security): a module trim may take none of their built-ins that
+# the modules file does not name. lib/ and crypto/ are left out: what the
+# trim takes there is library code only the trimmed drivers call.
+CORE_KCONFIG_DIRS = ("arch", "block", "init", "kernel", "mm", "security", "virt")
+_KCONFIG_DEF = re.compile(r"^\s*(?:menu)?config\s+(\w+)\s*$", re.M)
+_MODULE_LINE = re.compile(r"^CONFIG_(\w+)=m$", re.M)
+_BUILTIN_LINE = re.compile(r"^CONFIG_(\w+)=y$", re.M)
+
+
 class InputError(ValueError):
     """A build input is wrong; str() says which and how to fix it."""
 
@@ -78,6 +96,12 @@ class Spec:
         return self.patches / "configs" / f"{self.profile}.config"
 
     @property
+    def modules_file(self) -> Path:
+        """The modules the profile keeps (one symbol per line, # comments);
+        when it exists every other module of the base config is trimmed."""
+        return self.patches / "configs" / f"{self.profile}.modules"
+
+    @property
     def base_config(self) -> Path | None:
         """The file the base config comes from; None: make tinyconfig."""
         return DISTRO_BASE_CONFIG if self.profile == "distro" else None
@@ -96,6 +120,8 @@ def check(spec: Spec) -> None:
         raise InputError(f"profile {spec.profile} needs {base} (apt-get install linux-config-6.1)")
     if not spec.fragment.is_file():
         raise InputError(f"config fragment {spec.fragment} is missing")
+    if spec.modules_file.is_file():
+        modules_policy(spec.modules_file)
     patch_files(spec)
 
 
@@ -130,6 +156,62 @@ def fragment_lines(path: Path) -> list[str]:
     return [s for s in (line.strip() for line in path.read_text().splitlines()) if _CONFIG_LINE.fullmatch(s)]
 
 
+def modules_policy(path: Path) -> tuple[list[str], list[str]]:
+    """A modules file: "SYM" keeps module SYM, "!SYM" accepts that the core
+    built-in SYM goes with the trimmed modules; "#" starts a comment (the
+    reason). Returns (kept, accepted), each in file order."""
+    kept: list[str] = []
+    accepted: list[str] = []
+    for n, raw in enumerate(path.read_text().splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        into = accepted if line.startswith("!") else kept
+        sym = line.lstrip("!").strip().removeprefix("CONFIG_")
+        if not re.fullmatch(r"[A-Z0-9_]+", sym):
+            raise InputError(f"{path}:{n}: '{raw.strip()}' is not a Kconfig symbol (SYM or !SYM)")
+        into.append(sym)
+    return kept, accepted
+
+
+def trim_modules(config: str, keep: list[str]) -> tuple[str, list[str]]:
+    """CONFIG_X=m becomes '# CONFIG_X is not set' for every X not in KEEP;
+    returns the new .config text and the trimmed symbols (sorted)."""
+    trimmed = []
+
+    def off(m: re.Match) -> str:
+        if m[1] in keep:
+            return m[0]
+        trimmed.append(m[1])
+        return f"# CONFIG_{m[1]} is not set"
+    return _MODULE_LINE.sub(off, config), sorted(trimmed)
+
+
+def builtins(config: str) -> set[str]:
+    return set(_BUILTIN_LINE.findall(config))
+
+
+def kconfig_homes(tree: Path) -> dict[str, str]:
+    """Each Kconfig symbol -> the path (relative to TREE) of a Kconfig file
+    that defines it; the first one found wins for symbols defined twice."""
+    homes: dict[str, str] = {}
+    for f in sorted(tree.rglob("Kconfig*")):
+        if "_build" in f.relative_to(tree).parts or not f.is_file():
+            continue
+        for sym in _KCONFIG_DEF.findall(f.read_text(errors="replace")):
+            homes.setdefault(sym, str(f.relative_to(tree)))
+    return homes
+
+
+def trim_losses(before: str, after: str, homes: dict[str, str]) -> dict[str, list[str]]:
+    """The built-ins of BEFORE that AFTER lacks, split into "core" (defined
+    under CORE_KCONFIG_DIRS: kernel behaviour) and "drivers" (options of the
+    trimmed modules and the libraries they select, which go with them)."""
+    lost = sorted(builtins(before) - builtins(after))
+    core = [s for s in lost if homes.get(s, "").split("/", 1)[0] in CORE_KCONFIG_DIRS]
+    return {"core": core, "drivers": [s for s in lost if s not in core]}
+
+
 def _first_line(argv: list[str]) -> str:
     try:
         out = subprocess.run(argv, capture_output=True, text=True, check=True).stdout
@@ -160,6 +242,9 @@ def key_inputs(spec: Spec, tools: dict[str, str]) -> list[str]:
         lines.append(f"base-config {sha256_file(base)}")
     frag = hashlib.sha256("\n".join(fragment_lines(spec.fragment)).encode()).hexdigest()
     lines.append(f"fragment {frag}")
+    if spec.modules_file.is_file():
+        kept, accepted = modules_policy(spec.modules_file)
+        lines.append(f"modules trimmed, kept: {' '.join(kept) or 'none'}; accepted: {' '.join(accepted) or 'none'}")
     lines += [f"patch {s['series']}/{s['file']} {s['sha256']}" for s in series_record(spec)]
     lines += [f"kconfig {line}" for line in spec.kconfig]
     lines += [f"compiler={tools['compiler']}", f"linker={tools['linker']}",
@@ -215,9 +300,50 @@ def choose_donor(kernels: Path, profile: str, source_version: str,
     return (best[1], best[2]) if best else None
 
 
+TRIM_RECORD = "kablab-modules-trim.json"
+
+
+def trim_config(spec: Spec, tree: Path) -> dict:
+    """trim-modules: rewrite TREE/_build/.config (merged, not yet through
+    olddefconfig) with only the kept modules; keep the config as it was
+    beside it and return the trim record."""
+    config = tree / "_build" / ".config"
+    before = config.read_text()
+    keep, accepted = modules_policy(spec.modules_file)
+    text, trimmed = trim_modules(before, keep)
+    (tree / "_build" / ".config.before-trim").write_text(before)
+    config.write_text(text)
+    record = {"modules_file": spec.modules_file.name, "kept": keep, "accepted_losses": accepted,
+              "trimmed": len(trimmed)}
+    write_json_atomic(tree / "_build" / TRIM_RECORD, record)
+    return record
+
+
+def check_trim(tree: Path) -> dict:
+    """check-trim: after olddefconfig, the built-ins the trim took. A core
+    one is an InputError naming it (keep the module that selects it);
+    driver options are counted in the trim record."""
+    build = tree / "_build"
+    record = json.loads((build / TRIM_RECORD).read_text())
+    losses = trim_losses((build / ".config.before-trim").read_text(), (build / ".config").read_text(),
+                         kconfig_homes(tree))
+    unaccepted = [s for s in losses["core"] if s not in record["accepted_losses"]]
+    if unaccepted:
+        raise InputError(f"trimming modules turned off {len(unaccepted)} built-in option(s) of core "
+                         f"directories: {', '.join(unaccepted)}; in kernel-patches/configs/"
+                         f"{record['modules_file']}, keep the module that selects each (SYM) or accept "
+                         f"the loss with a reason (!SYM)")
+    record["core_builtins_lost"] = losses["core"]
+    record["builtins_lost_with_drivers"] = len(losses["drivers"])
+    record["modules_left"] = len(_MODULE_LINE.findall((build / ".config").read_text()))
+    write_json_atomic(build / TRIM_RECORD, record)
+    return record
+
+
 def build_record(spec: Spec, *, key: str, tree: str, release: str, config: Path, tools: dict[str, str],
                  seconds: float, donor: str | None, now: datetime.datetime | None = None) -> dict:
     now = now or datetime.datetime.now(datetime.timezone.utc)
+    trim = Path(tree) / "_build" / TRIM_RECORD
     return {
         "variant": spec.variant,
         "key": key,
@@ -231,6 +357,7 @@ def build_record(spec: Spec, *, key: str, tree: str, release: str, config: Path,
         "config_profile": spec.profile,
         "config_sha256": sha256_file(config),
         "kconfig": list(spec.kconfig),
+        "modules_trim": json.loads(trim.read_text()) if trim.is_file() else None,
         "compiler": tools["compiler"],
         "linker": tools["linker"],
         "recipe": BUILD_RECIPE_VERSION,
@@ -277,7 +404,9 @@ def settings(spec: Spec, mode: str, donor: str, jobs: int | None, tools: dict[st
         "key": d["key"], "name": d["name"], "out": d["dir"], "cached": int(d["cached"]), "cache": str(spec.cache),
         "variant": spec.variant, "source": str(spec.source),
         "patches": str(spec.patches), "base_config": str(spec.base_config or ""),
-        "fragment": str(spec.fragment), "jobs": jobs or len(os.sched_getaffinity(0)),
+        "fragment": str(spec.fragment),
+        "modules_file": str(spec.modules_file) if spec.modules_file.is_file() else "",
+        "jobs": jobs or len(os.sched_getaffinity(0)),
         "patch_files": [str(p) for p in patch_files(spec)], "kconfig": list(spec.kconfig),
         "donor_name": chosen[0] if chosen else "", "donor_tree": str(chosen[1]) if chosen else "",
     }
@@ -285,7 +414,7 @@ def settings(spec: Spec, mode: str, donor: str, jobs: int | None, tools: dict[st
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python3 -m kablab.kbuild", description=__doc__.split("\n")[0])
-    p.add_argument("command", choices=["key", "settings", "record"])
+    p.add_argument("command", choices=["key", "settings", "record", "trim-modules", "check-trim"])
     p.add_argument("--cache", type=Path, required=True)
     p.add_argument("--source", type=Path, required=True)
     p.add_argument("--source-version", required=True)
@@ -319,6 +448,17 @@ def main(argv: list[str] | None = None) -> int:
             print(json.dumps(describe(spec)))
         elif a.command == "settings":
             sys.stdout.write(shell_assignments(settings(spec, a.mode, a.donor, a.jobs)))
+        elif a.command in ("trim-modules", "check-trim"):
+            if a.tree is None:
+                raise InputError(f"{a.command} needs --tree")
+            if a.command == "trim-modules":
+                r = trim_config(spec, Path(a.tree))
+                print(f"kablab: {r['trimmed']} module(s) trimmed, kept: {' '.join(r['kept']) or 'none'}")
+            else:
+                r = check_trim(Path(a.tree))
+                print(f"kablab: after the trim: {r['modules_left']} module(s); {len(r['core_builtins_lost'])} core "
+                      f"built-in(s) went, each accepted in {r['modules_file']}; "
+                      f"{r['builtins_lost_with_drivers']} driver option(s) went with their modules")
         else:
             missing = [o for o in ("out", "tree", "release", "start") if getattr(a, o) is None]
             if missing:

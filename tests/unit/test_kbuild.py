@@ -286,8 +286,10 @@ def test_build_record_has_the_real_records_fields(tmp_path):
     record = kbuild.build_record(s, key=real["key"], tree=real["tree"], release=real["release"], config=config,
                                  tools=TOOLS, seconds=12.34, donor="stock-328b24f0b83f5df3",
                                  now=datetime.datetime(2026, 12, 5, 9, 0, tzinfo=datetime.timezone.utc))
-    # the real record's fields, "seeded_from" renamed "donor", plus linker and recipe
-    assert set(record) == (set(real) - {"seeded_from"}) | {"donor", "linker", "recipe"}
+    # the real record's fields, "seeded_from" renamed "donor", plus linker, recipe and the
+    # distro profile's module trim (null for ci)
+    assert set(record) == (set(real) - {"seeded_from"}) | {"donor", "linker", "recipe", "modules_trim"}
+    assert record["modules_trim"] is None
     same = ("variant", "key", "tree", "objdir", "source_package", "source_version", "release",
             "uname_v_prefix", "series", "config_profile", "kconfig", "compiler")
     assert {k: record[k] for k in same} == {k: real[k] for k in same}
@@ -324,3 +326,92 @@ def test_record_cli_writes_build_json(tmp_path):
     assert record["key"] == "0123456789abcdef" and record["donor"] is None
     assert record["series"] == json.loads((FIXTURES / "stock.build.json").read_text())["series"]
     assert sorted(p.name for p in out.iterdir()) == ["build.json", "config"]
+
+
+# --- the distro profile's module trim ---------------------------------------
+
+# Lines of Debian's config.amd64_none_amd64 (linux-config-6.1) and what
+# olddefconfig made of them once every module but KVM was off.
+DEBIAN_LINES = """CONFIG_PREEMPT_NOTIFIERS=y
+CONFIG_KVM=m
+CONFIG_KVM_INTEL=m
+CONFIG_8139TOO=m
+CONFIG_8139TOO_8129=y
+CONFIG_HMM_MIRROR=y
+CONFIG_BTREE=y
+CONFIG_MITIGATION_VMSCAPE=y
+CONFIG_HZ_250=y
+"""
+HOMES = {"PREEMPT_NOTIFIERS": "init/Kconfig", "KVM": "arch/x86/kvm/Kconfig", "KVM_INTEL": "arch/x86/kvm/Kconfig",
+         "8139TOO": "drivers/net/ethernet/realtek/Kconfig", "8139TOO_8129": "drivers/net/ethernet/realtek/Kconfig",
+         "HMM_MIRROR": "mm/Kconfig", "BTREE": "lib/Kconfig", "MITIGATION_VMSCAPE": "arch/x86/Kconfig",
+         "HZ_250": "kernel/Kconfig.hz"}
+
+
+def test_the_distro_modules_file_keeps_kvm_and_names_every_accepted_loss():
+    kept, accepted = kbuild.modules_policy(REPO / "kernel-patches/configs/distro.modules")
+    assert kept == ["KVM", "KVM_INTEL", "KVM_AMD", "VIRTIO_BALLOON", "IOSCHED_BFQ"]
+    assert "HMM_MIRROR" in accepted and "PREEMPT_NOTIFIERS" not in accepted
+
+
+def test_a_modules_file_line_that_is_no_symbol_is_named(tmp_path):
+    f = tmp_path / "distro.modules"
+    f.write_text("KVM   # fine\n!HMM_MIRROR\nkvm-intel\n")
+    with pytest.raises(kbuild.InputError, match=r"distro.modules:3: 'kvm-intel' is not a Kconfig symbol"):
+        kbuild.modules_policy(f)
+
+
+def test_trim_turns_off_every_module_but_the_kept_ones():
+    text, trimmed = kbuild.trim_modules(DEBIAN_LINES, ["KVM"])
+    assert trimmed == ["8139TOO", "KVM_INTEL"]
+    assert "CONFIG_KVM=m\n" in text and "# CONFIG_KVM_INTEL is not set\n" in text
+    assert "# CONFIG_8139TOO is not set\n" in text
+    assert kbuild.builtins(text) == kbuild.builtins(DEBIAN_LINES)   # olddefconfig's job, not the trim's
+
+
+def test_losses_split_core_built_ins_from_what_goes_with_the_drivers():
+    after = "CONFIG_HZ_250=y\nCONFIG_KVM=m\n"
+    losses = kbuild.trim_losses(DEBIAN_LINES, after, HOMES)
+    assert losses == {"core": ["HMM_MIRROR", "MITIGATION_VMSCAPE", "PREEMPT_NOTIFIERS"],
+                      "drivers": ["8139TOO_8129", "BTREE"]}
+
+
+def test_check_trim_names_an_unaccepted_core_loss_and_records_the_rest(tmp_path, patches):
+    tree = tmp_path / "tree"
+    (tree / "_build").mkdir(parents=True)
+    for sym, home in HOMES.items():
+        kconfig = tree / home
+        kconfig.parent.mkdir(parents=True, exist_ok=True)
+        with kconfig.open("a") as f:
+            f.write(f"config {sym}\n\tbool\n")
+    (patches / "configs" / "distro.modules").write_text("KVM\n!HMM_MIRROR\n!MITIGATION_VMSCAPE\n")
+    s = spec("stock", patches, profile="distro")
+    (tree / "_build" / ".config").write_text(DEBIAN_LINES)
+    record = kbuild.trim_config(s, tree)
+    assert record == {"modules_file": "distro.modules", "kept": ["KVM"],
+                      "accepted_losses": ["HMM_MIRROR", "MITIGATION_VMSCAPE"], "trimmed": 2}
+    # what olddefconfig leaves: PREEMPT_NOTIFIERS went with KVM_INTEL's select
+    (tree / "_build" / ".config").write_text("CONFIG_HZ_250=y\nCONFIG_KVM=m\n")
+    with pytest.raises(kbuild.InputError, match=r"turned off 1 built-in option\(s\) of core directories: "
+                                                r"PREEMPT_NOTIFIERS; in kernel-patches/configs/distro.modules"):
+        kbuild.check_trim(tree)
+    (tree / "_build" / ".config").write_text("CONFIG_HZ_250=y\nCONFIG_KVM=m\nCONFIG_PREEMPT_NOTIFIERS=y\n")
+    record = kbuild.check_trim(tree)
+    assert (record["core_builtins_lost"], record["builtins_lost_with_drivers"], record["modules_left"]) == (
+        ["HMM_MIRROR", "MITIGATION_VMSCAPE"], 2, 1)
+    assert json.loads((tree / "_build" / kbuild.TRIM_RECORD).read_text()) == record
+
+
+def test_the_modules_file_is_a_key_input_of_the_distro_profile_only(patches):
+    if not kbuild.DISTRO_BASE_CONFIG.is_file():
+        pytest.skip("linux-config-6.1 is not installed")   # installed by make setup
+    distro, ci = spec("stock", patches, profile="distro"), spec("stock", patches)
+    before = (key(distro), key(ci))
+    with (patches / "configs" / "distro.modules").open("a") as f:
+        f.write("VIRTIO_NET\n")
+    assert key(distro) != before[0] and key(ci) == before[1]
+    assert any(line.endswith("VIRTIO_BALLOON IOSCHED_BFQ VIRTIO_NET; accepted: BLK_MQ_RDMA BLK_MQ_STACKING "
+                             "BLOCK_HOLDER_DEPRECATED GENERIC_IRQ_CHIP GENERIC_IRQ_INJECTION HMM_MIRROR "
+                             "MAPPING_DIRTY_HELPERS VMAP_PFN KVM_AMD_SEV KVM_EXTERNAL_WRITE_TRACKING "
+                             "PM_GENERIC_DOMAINS PM_GENERIC_DOMAINS_SLEEP X86_PMEM_LEGACY_DEVICE")
+               for line in kbuild.key_inputs(distro, TOOLS))
