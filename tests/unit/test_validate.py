@@ -106,6 +106,7 @@ def render_domain(cmdline: str, name: str = "kablab-stock", log: str = "/l\"og",
     env.filters["to_uuid"] = lambda s: str(uuid.uuid5(uuid.NAMESPACE_URL, s))
     env.filters["basename"] = os.path.basename
     env.filters["regex_replace"] = lambda s, a, b: re.sub(a, b, s)
+    env.filters["bool"] = lambda v: str(v).lower() in ("true", "1", "yes", "on")   # Ansible's, as it reads strings
     role_vars = yaml.safe_load((REPO / "roles/guest_domain/vars/main.yml").read_text())
     return env.get_template("domain.xml.j2").render(**{
         **role_vars,
@@ -131,6 +132,14 @@ def test_domain_xml_tlb_plugin():
     i = args.index("-plugin")
     assert args[i + 1] == "/p/libkablab-tlb.so,root=0x1c0a000,out=/p/c/split4k-boot2.jsonl,l1d_4k=64:4"
     assert "-netdev" in args                   # the network stays
+    assert "-icount" not in args
+    icount = ET.fromstring(render_domain("console=ttyS0", guest_domain_memory_backing="memfd",
+                                         guest_domain_tlb_plugin="/b/libkablab-tlb.so",
+                                         guest_domain_tlb_plugin_published="/p/libkablab-tlb.so",
+                                         guest_domain_tlb_roots={"split4k": "0x1"}, guest_domain_tlb_dir="/p/c",
+                                         guest_domain_tlb_plugin_args="", guest_domain_tlb_icount=True))
+    args = [a.get("value") for a in icount.iter(ns + "arg")]
+    assert args[args.index("-icount") + 1] == "shift=0"
     plain = ET.fromstring(render_domain("console=ttyS0"))
     assert plain.find("memoryBacking") is None
     assert "-plugin" not in [a.get("value") for a in plain.iter(ns + "arg")]
