@@ -221,7 +221,7 @@ def _attach_model(raw: Path, meta: dict[str, Any], runs: list[dict[str, Any]],
     recs = tlbmodel.parse_jsonl(text) if text is not None else []
     params = tlbmodel.records(recs, "params")
     prov["params"] = params[-1] if params else None
-    prov["label"] = tlbmodel.params_label(params[-1]) if params else None
+    prov["label"] = tlbmodel.params_label(params[-1], prov.get("icount")) if params else None
     by_id = tlbmodel.runs_by_id(recs)
     missing = 0
     for r in runs:

@@ -59,8 +59,9 @@ def runs_by_id(recs: Iterable[dict[str, Any]]) -> dict[int, dict[str, Any]]:
     return {r["id"]: r for r in records(recs, "run") if isinstance(r.get("id"), int)}
 
 
-def params_label(params: dict[str, Any]) -> str:
-    """"modelled: QEMU TCG, <parameters>" -- short enough for a table caption."""
+def params_label(params: dict[str, Any], icount: str | None = None) -> str:
+    """"modelled: QEMU TCG[ -icount ...], <parameters>" -- short enough for a
+    table caption."""
     core = params.get("core", "?")
     tlb = params.get("tlb", {})
     parts = []
@@ -75,7 +76,8 @@ def params_label(params: dict[str, Any]) -> str:
                 cells.append(f"{s} in {v}")
         if cells:
             parts.append(f"{level} " + "/".join(cells))
-    return f"modelled: QEMU TCG, {core}" + (f" ({'; '.join(parts)})" if parts else "")
+    tcg = f"QEMU TCG -icount {icount}" if icount else "QEMU TCG"
+    return f"modelled: {tcg}, {core}" + (f" ({'; '.join(parts)})" if parts else "")
 
 
 def _c(counts: dict[str, Any], mode: str, tlb: str, size: str, key: str) -> int:

@@ -64,6 +64,7 @@ def test_params_label() -> None:
     assert "l1d 4k 96x6w/2m 32x4w/1g 8 fa" in label
     assert "l2 4k 2048x16w/2m in 4k/1g 1024x8w" in label
     assert tlbmodel.params_label({}) == "modelled: QEMU TCG, ?"
+    assert tlbmodel.params_label(params, "shift=0").startswith("modelled: QEMU TCG -icount shift=0, goldencove (")
 
 
 def test_root_of_the_ci_kernel() -> None:
