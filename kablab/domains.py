@@ -66,12 +66,18 @@ def domain_plan(variants: Iterable[Mapping[str, Any]], only: Iterable[str], pref
     return out
 
 
+def ssh_options(ssh_dir: str) -> list[str]:
+    """The -o options of every SSH connection to a guest: key authentication
+    only, the host key checked against the campaign's known_hosts (filled
+    from the image's keys), no prompt ever (BatchMode)."""
+    return ["-o", f"UserKnownHostsFile={ssh_dir}/known_hosts", "-o", "StrictHostKeyChecking=yes",
+            "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes"]
+
+
 def ssh_argv(ssh_dir: str, port: int) -> list[str]:
-    """OpenSSH to a guest: key authentication only, the host key checked
-    against the campaign's known_hosts (filled from the image's keys), no
-    prompt ever (BatchMode), and no user or system ssh_config in the way."""
-    return ["ssh", "-F", "/dev/null", "-i", f"{ssh_dir}/id_ed25519", "-o", f"UserKnownHostsFile={ssh_dir}/known_hosts",
-            "-o", "StrictHostKeyChecking=yes", "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes",
+    """OpenSSH to a guest as the hypervisor runs it: ssh_options, the
+    campaign key, and no user or system ssh_config in the way."""
+    return ["ssh", "-F", "/dev/null", "-i", f"{ssh_dir}/id_ed25519", *ssh_options(ssh_dir),
             "-o", "ConnectTimeout=30", "-p", str(port), "root@127.0.0.1"]
 
 
