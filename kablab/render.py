@@ -13,7 +13,7 @@ from typing import Any
 import jinja2
 
 from . import __version__, doctor, hostnoise
-from .fmt import STAT_ROWS, count, finite, num, pct
+from .fmt import STAT_ROWS, count, finite, num
 from .load import Campaign
 from .panels import tlb_matrix, verdict_matrix
 from .plots import distribution_svg, forest_svg
@@ -147,7 +147,7 @@ def workload_sections(an: Analysis, camp: Campaign) -> list[dict[str, Any]]:
                         ch, cls = central_change(an, wl, md.metric, v)
                     else:
                         rc = row_change(row, base, s, md.better) if base else float("nan")
-                        ch, cls = f"({pct(rc).strip()}%)" if finite(rc) else "(n/a)", ""
+                        ch, cls = f"({rc:+.2f}%)" if finite(rc) else "(n/a)", ""
                     cells.append({"value": num(value), "change": ch, "cls": cls})
                 rows.append({"label": label, "cells": cells})
             cov = [an.summaries.get((wl, md.metric, v)) for v in an.variants]
