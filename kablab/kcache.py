@@ -45,6 +45,23 @@ def kernel_entries(variants: list[dict], keys: list[dict], records: list[dict]) 
     return out
 
 
+def build_times(keys: list[dict], records: list[dict]) -> list[str]:
+    """One line per variant: how long its build took and from what, and
+    whether this run built it or found it in the cache (keys: the
+    `kablab-kernel-build key` outputs as computed before the builds)."""
+    lines = []
+    for key, rec in zip(keys, records, strict=True):
+        donor = rec.get("donor")
+        trim = rec.get("modules_trim") or {}
+        how = f"objects from {donor}" if donor else "from scratch"
+        if trim:
+            how += f", {trim.get('trimmed')} modules trimmed"
+        when = "reused from the cache" if key.get("cached") else "built by this run"
+        lines.append(f"{key['variant']}-{rec.get('key')} ({rec.get('config_profile')}): "
+                     f"{rec.get('build_seconds')} s, {how}; {when}")
+    return lines
+
+
 def merge_manifest(old: dict | None, kernels: dict[str, dict]) -> dict[str, dict]:
     """The manifest keeps the variants of earlier runs (a campaign with its
     own variant list must not take the default variants' kernels away from

@@ -8,7 +8,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from kablab import bootrun, domains  # noqa: E402
 from kablab.doctor import provenance as doctor_provenance  # noqa: E402
-from kablab.kcache import du_freed, kernel_entries, merge_manifest, prune_decision  # noqa: E402
+from kablab.kcache import build_times, du_freed, kernel_entries, merge_manifest, prune_decision  # noqa: E402
 from kablab.plan import host_boots, plan_boots  # noqa: E402
 from kablab.validate import input_errors, workload_spec  # noqa: E402
 
@@ -42,6 +42,8 @@ class FilterModule:
             # (variants, key outputs, build.json contents) -> {variant: kernel entry}
             "kablab_kernel_entries": lambda variants, keys, records: kernel_entries(
                 list(variants), list(keys), list(records)),
+            # (key outputs, build.json contents) -> a line per variant: build time, donor, cached
+            "kablab_build_times": lambda keys, records: build_times(list(keys), list(records)),
             # (old manifest or None, this run's kernels) -> the manifest to write
             "kablab_merge_manifest": merge_manifest,
             # (cache dir, record paths, records, manifests, stale candidates, keep)

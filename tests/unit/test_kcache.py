@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kablab.kcache import du_freed, kernel_entries, merge_manifest, prune_decision
+from kablab.kcache import build_times, du_freed, kernel_entries, merge_manifest, prune_decision
 
 REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "kbuild"
@@ -136,3 +136,25 @@ def test_du_freed_adds_only_the_removed_paths(tmp_path):
     freed = du_freed(lines, [str(tree), str(gone)])
     assert 100_000 <= freed < 150_000
     assert du_freed(lines, []) == 0
+
+
+def test_build_times_name_each_variant_its_seconds_and_donor():
+    # grouped-donor.build.json: a grouped build that started from stock's objects
+    donor = json.loads((FIXTURES / "grouped-donor.build.json").read_text())
+    ks = [{**k, "cached": c} for k, c in zip(keys(), (True, False, False))]
+    lines = build_times(ks, [RECORDS["stock"], donor, RECORDS["split4k"]])
+    stock, grouped, split4k = lines
+    assert stock.startswith(f"stock-{RECORDS['stock']['key']} (ci): {RECORDS['stock']['build_seconds']} s, ")
+    assert stock.endswith("from scratch; reused from the cache")
+    assert grouped == (f"grouped-{donor['key']} (ci): {donor['build_seconds']} s, "
+                       f"objects from {donor['donor']}; built by this run")
+    assert split4k.startswith("split4k-")
+    with pytest.raises(ValueError):
+        build_times(ks, [RECORDS["stock"]])
+
+
+def test_build_times_count_the_distro_trim():
+    rec = {**RECORDS["stock"], "config_profile": "distro",
+           "modules_trim": {"modules_file": "distro.modules", "trimmed": 3833}}
+    (line,) = build_times(keys(["stock"]), [rec])
+    assert "(distro)" in line and "from scratch, 3833 modules trimmed; built by this run" in line
