@@ -22,7 +22,7 @@ CASES = [
     "set_assoc_eviction", "capacity_per_size", "stlb", "splinter_1g",
     "shared_array", "global_survives_cr3", "split_store", "invlpg",
     "walk_faults_counted", "decode", "config", "watch_table", "watch_alias",
-    "stats_json",
+    "direct_map_apart", "stats_json",
 ]
 
 
@@ -67,14 +67,18 @@ def test_default_core_is_golden_cove(driver):
 
 
 def test_counts_json(driver):
-    # test_stats_json: kernel data 3 x one 2M page, 2 fetches from a 4k
-    # kernel page, one user access, one CR3 write.
+    # test_stats_json: kernel data 3 x one 2M page of the direct map, 2
+    # fetches from a 4k kernel page, one user access, one CR3 write.
     s = json_line(driver.stdout, "stats")
     assert set(s) == {"kernel", "user", "events"}
     k = s["kernel"]
     assert k["insns"] == 2
     assert k["dtlb"]["2m"] == {"acc": 3, "l1_miss": 1, "walks": 1}
     assert k["itlb"]["4k"] == {"acc": 2, "l1_miss": 1, "walks": 1}
+    # the direct-map subset of the kernel's data: the 2M page, not the fetches
+    assert k["dtlb_directmap"]["2m"] == {"acc": 3, "l1_miss": 1, "walks": 1}
+    assert k["dtlb_directmap"]["4k"] == {"acc": 0, "l1_miss": 0, "walks": 0}
+    assert "dtlb_directmap" not in s["user"]
     assert s["user"]["dtlb"]["4k"] == {"acc": 1, "l1_miss": 1, "walks": 1}
     assert s["user"]["insns"] == 0
     assert s["events"]["cr3_writes"] == 1
@@ -113,6 +117,9 @@ def test_qemu_loads_plugin_and_writes_params_and_total(build, tmp_path):
     assert params["tlb"]["l1d"]["4k"] == [64, 4]
     assert params["root"] == "0x2000"
     assert params["marker"] == "0x6b61626c0000"
+    # the direct-map region counted apart: 64 TiB from page_offset (4 levels)
+    assert params["page_offset"] == "0xffff888000000000"
+    assert params["direct_map_size"] == hex(64 << 40)
     assert total["ram"] == "memfd"       # the backend mapping was found
     assert total["runs"] == 0
 

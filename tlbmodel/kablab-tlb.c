@@ -43,6 +43,7 @@ static struct {
 	FILE *out;
 	uint64_t marker;
 	uint64_t page_offset;	/* direct map: pa = va - page_offset */
+	uint64_t dmap_size;	/* ... for va up to page_offset + dmap_size */
 	bool in_run;
 	uint64_t run_id, nruns;
 	struct tlbm_stats run_start;
@@ -192,7 +193,7 @@ static bool store_pa(qemu_plugin_meminfo_t info, uint64_t va, uint64_t *pa)
 {
 	struct qemu_plugin_hwaddr *hw;
 
-	if (va - g.page_offset < (1ull << 46)) {	/* direct map: cheap */
+	if (va - g.page_offset < g.dmap_size) {	/* direct map: cheap */
 		*pa = va - g.page_offset;
 		return true;
 	}
@@ -345,8 +346,9 @@ static void emit_params(const struct args *a, unsigned int ncpu)
 		fprintf(g.out, "\"0x%" PRIx64 "\"", a->root);
 	else
 		fputs("null", g.out);
-	fprintf(g.out, ",\"page_offset\":\"0x%" PRIx64 "\",\"marker\":\"0x%"
-		PRIx64 "\",\"vcpus\":%u}\n", g.page_offset, g.marker, ncpu);
+	fprintf(g.out, ",\"page_offset\":\"0x%" PRIx64 "\",\"direct_map_size\":"
+		"\"0x%" PRIx64 "\",\"marker\":\"0x%" PRIx64 "\",\"vcpus\":%u}\n",
+		g.page_offset, g.dmap_size, g.marker, ncpu);
 	fflush(g.out);
 }
 
@@ -367,11 +369,14 @@ static int setup(const struct args *a, unsigned int ncpu)
 	g.page_offset = a->have_page_offset ? a->page_offset :
 			a->levels == 5 ? 0xff11000000000000ull :
 					 0xffff888000000000ull;
+	/* Linux x86-64: 64 TiB of direct map with 4 levels, 32 PiB with 5 */
+	g.dmap_size = a->levels == 5 ? 1ull << 55 : 1ull << 46;
 	if (tlbm_init(&g.m, &a->cfg, ncpu, a->levels, a->have_root, a->root,
 		      ram_read, &g.ram)) {
 		fprintf(stderr, "kablab-tlb: out of memory\n");
 		return -1;
 	}
+	tlbm_set_direct_map(&g.m, g.page_offset, g.dmap_size);
 	emit_params(a, ncpu);
 	return 0;
 }

@@ -185,6 +185,16 @@ int tlbm_init(struct tlbm *m, const struct tlbm_config *cfg,
 	return 0;
 }
 
+/*
+ * Count the data accesses to [base, base + size) once more, apart: the
+ * direct map (the plugin passes page_offset and the region's size).
+ */
+void tlbm_set_direct_map(struct tlbm *m, uint64_t base, uint64_t size)
+{
+	m->dmap_base = base;
+	m->dmap_size = size;
+}
+
 void tlbm_fini(struct tlbm *m)
 {
 	for (unsigned int c = 0; c < m->ncpu; c++)
@@ -233,6 +243,14 @@ static void translate(struct tlbm *m, uint64_t va, int *psize, bool *global)
 	}
 }
 
+static void count(struct tlbm_counts *c, int psize, uint64_t n,
+		  bool l1_miss, bool walked)
+{
+	c[psize].acc += n;
+	c[psize].l1_miss += l1_miss;
+	c[psize].walks += walked;
+}
+
 /*
  * n accesses to va's page in a row: one lookup, the n-1 others hit the
  * entry it left most recently used (they cannot change any LRU order).
@@ -242,27 +260,27 @@ void tlbm_access(struct tlbm *m, unsigned int cpu, uint64_t va,
 {
 	struct tlbm_cpu *c = &m->cpu[cpu];
 	struct tlbm_tlb *l1 = &c->tlb[kind == TLBM_DATA ? TLBM_L1D : TLBM_L1I];
-	struct tlbm_counts *k = m->st.c[tlbm_mode_of(va)][kind];
 	struct tlbm_entry *e = tlb_lookup(l1, va);
-	bool global;
+	bool l1_miss = !e, walked = false, global;
 	int psize;
 
 	if (e) {
-		k[e->psize].acc += n;
-		return;
-	}
-	e = tlb_lookup(&c->tlb[TLBM_L2], va);
-	if (e) {
 		psize = e->psize;
-		global = e->global;
 	} else {
-		translate(m, va, &psize, &global);
-		tlb_fill(&c->tlb[TLBM_L2], va, psize, global);
-		k[psize].walks++;
+		e = tlb_lookup(&c->tlb[TLBM_L2], va);
+		if (e) {
+			psize = e->psize;
+			global = e->global;
+		} else {
+			translate(m, va, &psize, &global);
+			tlb_fill(&c->tlb[TLBM_L2], va, psize, global);
+			walked = true;
+		}
+		tlb_fill(l1, va, psize, global);
 	}
-	tlb_fill(l1, va, psize, global);
-	k[psize].l1_miss++;
-	k[psize].acc += n;
+	count(m->st.c[tlbm_mode_of(va)][kind], psize, n, l1_miss, walked);
+	if (kind == TLBM_DATA && va - m->dmap_base < m->dmap_size)
+		count(m->st.dmap, psize, n, l1_miss, walked);
 }
 
 void tlbm_insns(struct tlbm *m, uint64_t va, uint64_t n)
@@ -399,7 +417,7 @@ static void counts_json(const struct tlbm_counts *c, FILE *f)
 
 /*
  * {"kernel":{"insns":N,"dtlb":{"4k":{...},"2m":{...},"1g":{...}},
- *  "itlb":{...}},"user":{...},"events":{...}}
+ *  "itlb":{...},"dtlb_directmap":{...}},"user":{...},"events":{...}}
  */
 void tlbm_stats_json(const struct tlbm_stats *s, FILE *f)
 {
@@ -412,6 +430,10 @@ void tlbm_stats_json(const struct tlbm_stats *s, FILE *f)
 		counts_json(s->c[md][TLBM_DATA], f);
 		fputs(",\"itlb\":", f);
 		counts_json(s->c[md][TLBM_INSN], f);
+		if (md == TLBM_KERNEL) {
+			fputs(",\"dtlb_directmap\":", f);
+			counts_json(s->dmap, f);
+		}
 		fputc('}', f);
 	}
 	fputs(",\"events\":{", f);

@@ -628,6 +628,44 @@ static void test_watch_alias(void)
 	free(w.t);
 }
 
+/*
+ * The direct-map subset: with the region set to the 1G at K, the 2M page
+ * K+2M and the 4k page K+1M+4k are in it; K+1G (the next PDPT slot) and a
+ * user page are not. Fetches from the direct map are not data: not counted.
+ * Three data accesses in the region, two of them to the same 2M page:
+ * 2M acc 2 (1 miss, 1 walk), 4k acc 1 (1 miss, 1 walk).
+ */
+static void test_direct_map_apart(void)
+{
+	struct tlbm_config c;
+	struct tlbm *m;
+
+	tlbm_config_default(&c);
+	m = model(&c, 1);
+	tlbm_set_direct_map(m, K, GB1);
+	tlbm_access(m, 0, K + MB2, TLBM_DATA, 1);
+	tlbm_access(m, 0, K + MB2 + 0x1000, TLBM_DATA, 1);
+	tlbm_access(m, 0, K + 0x101000, TLBM_DATA, 1);
+	tlbm_access(m, 0, K + GB1, TLBM_DATA, 1);
+	tlbm_access(m, 0, K + 0x102000, TLBM_INSN, 4);
+	tlbm_access(m, 0, 0x1000, TLBM_DATA, 1);
+	CHECK_EQ(m->st.dmap[TLBM_2M].acc, 2);
+	CHECK_EQ(m->st.dmap[TLBM_2M].l1_miss, 1);
+	CHECK_EQ(m->st.dmap[TLBM_2M].walks, 1);
+	CHECK_EQ(m->st.dmap[TLBM_4K].acc, 1);
+	CHECK_EQ(m->st.dmap[TLBM_4K].l1_miss, 1);
+	CHECK_EQ(m->st.dmap[TLBM_4K].walks, 1);
+	CHECK_EQ(m->st.dmap[TLBM_1G].acc, 0);
+	/* ... and every one of them is in the kernel dTLB counts as well */
+	CHECK_EQ(cnt(m, K, TLBM_DATA, TLBM_2M)->acc, 2);
+	CHECK_EQ(cnt(m, K, TLBM_DATA, TLBM_1G)->acc, 1);
+	CHECK_EQ(cnt(m, K, TLBM_DATA, TLBM_4K)->acc, 1);
+	/* no region set: nothing counted apart */
+	m = model(&c, 1);
+	tlbm_access(m, 0, K + MB2, TLBM_DATA, 1);
+	CHECK_EQ(m->st.dmap[TLBM_2M].acc, 0);
+}
+
 static void test_stats_json(void)
 {
 	struct tlbm_config c;
@@ -636,6 +674,7 @@ static void test_stats_json(void)
 
 	tlbm_config_default(&c);
 	m = model(&c, 1);
+	tlbm_set_direct_map(m, K, GB1);
 	tlbm_access(m, 0, K + MB2, TLBM_DATA, 3);
 	tlbm_access(m, 0, K + 0x1000, TLBM_INSN, 2);
 	tlbm_insns(m, K, 2);
@@ -669,6 +708,7 @@ static const struct {
 	{ "config", test_config },
 	{ "watch_table", test_watch_table },
 	{ "watch_alias", test_watch_alias },
+	{ "direct_map_apart", test_direct_map_apart },
 	{ "stats_json", test_stats_json },
 };
 

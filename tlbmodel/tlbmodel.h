@@ -129,6 +129,13 @@ struct tlbm_counts {
 
 struct tlbm_stats {
 	struct tlbm_counts c[TLBM_NMODE][TLBM_NKIND][TLBM_NPSIZE];
+	/*
+	 * The kernel data accesses of c[] that fell in the direct map: the
+	 * region the lab's kernels map differently. Other kernel 4k entries
+	 * (vmalloc'd stacks, fixmap) move with boot-time layout and would
+	 * blur the comparison.
+	 */
+	struct tlbm_counts dmap[TLBM_NPSIZE];
 	uint64_t insns[TLBM_NMODE];
 	uint64_t ev[TLBM_NEV];
 };
@@ -169,6 +176,7 @@ struct tlbm {
 	bool have_root;
 	uint64_t kroot;
 	int levels;
+	uint64_t dmap_base, dmap_size;	/* direct map; size 0: none */
 	struct tlbm_watch watch;
 	struct tlbm_stats st;
 };
@@ -177,6 +185,7 @@ int tlbm_init(struct tlbm *m, const struct tlbm_config *cfg,
 	      unsigned int ncpu, int levels, bool have_root, uint64_t kroot,
 	      tlbm_read_fn rd, void *ctx);
 void tlbm_fini(struct tlbm *m);
+void tlbm_set_direct_map(struct tlbm *m, uint64_t base, uint64_t size);
 
 static inline enum tlbm_mode tlbm_mode_of(uint64_t va)
 {
