@@ -195,6 +195,38 @@ def test_tlb_matrix_modelled_rows(tmp_path: Path) -> None:
     assert "(modelled) rows: modelled: QEMU TCG, goldencove" in txt
 
 
+def test_tlb_matrix_direct_map_rows_from_real_records(tmp_path: Path) -> None:
+    """Each kernel's runs carry its own real plugin record (stock's and
+    split4k's 16 MiB reads under -icount, tests/fixtures/tlbmodel): the
+    direct-map rows appear and split4k's direct-map walks per kinstr are
+    hundreds of times stock's."""
+    import json
+    from kablab import tlbmodel
+    fix = Path(__file__).resolve().parents[1] / "fixtures" / "tlbmodel"
+    recs = {v: tlbmodel.load(fix / f"icount-{v}-16mib.jsonl") for v in ("stock", "split4k")}
+    params = tlbmodel.records(recs["stock"], "params")[0]
+    camp = mc.synthetic_campaign(tmp_path / "c", seed=2, boots=3, runs=3,
+                                 variants=("stock", "split4k"))
+    for f in (camp / "results").glob("*/*.json"):
+        doc = json.loads(f.read_text())
+        for run in doc["runs"]:
+            run["model"] = tlbmodel.model_block(tlbmodel.runs_by_id(recs[doc["variant"]])[1])
+        doc["tlb_model"] = {"enabled": True, "params": params,
+                            "label": tlbmodel.params_label(params, "shift=0")}
+        f.write_text(json.dumps(doc))
+    render_campaign(load_campaign(camp))
+    html = (camp / "index.html").read_text(encoding="utf-8")
+    measures = {a["data-measure"] for a in parse(html).rows_attrs["tlb"][1:]}
+    assert {"kernel direct-map dTLB walks/kinstr", "kernel direct-map dTLB L1 misses/kinstr"} <= measures
+    rows = {(r[0], r[1]): r[2:] for r in parse(html).tables["tlb"][1:]}
+    [walks] = [v for (wl, m), v in rows.items() if m.startswith("kernel direct-map dTLB walks/kinstr")][:1]
+    stock = tlbmodel.per_kinsn(tlbmodel.runs_by_id(recs["stock"])[1]["counts"], "kernel", tlbmodel.DIRECT_MAP, "walks")
+    split = tlbmodel.per_kinsn(tlbmodel.runs_by_id(recs["split4k"])[1]["counts"], "kernel", tlbmodel.DIRECT_MAP, "walks")
+    assert split > 100 * stock > 0
+    # cells: stock's value, then split4k's (0.0001636 and 0.1752 per kinstr)
+    assert walks[0].startswith(f"{stock:.4g}") and walks[1].startswith(f"{split:.4g}"), (walks, stock, split)
+
+
 def test_wrapper_time_only_in_provenance_and_plots_not_green_red(synth: Path) -> None:
     html = (synth / "index.html").read_text(encoding="utf-8")
     prov = html.index('id="provenance"')

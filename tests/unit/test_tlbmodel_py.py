@@ -78,3 +78,47 @@ def test_root_of_the_ci_kernel() -> None:
     # tlbmodel/README.md: init_top_pgt at ffffffff81c0a000, phys_base 0 (checked in /proc/iomem).
     text = (Path(stock["dir"]) / "System.map").read_text()
     assert tlbmodel.root_from_system_map(text) == 0x1C0A000
+
+
+def test_records_without_direct_map_give_no_direct_map_figure() -> None:
+    # The fixture predates dtlb_directmap: its direct-map figures are
+    # missing, not 0, and the report gets no direct-map row from it.
+    recs = tlbmodel.load(FIX / "qemu-boot-stock-8mib.jsonl")
+    run = tlbmodel.runs_by_id(recs)[1]
+    assert tlbmodel.per_mib(run["counts"], "kernel", tlbmodel.DIRECT_MAP, "walks", 8) is None
+    assert tlbmodel.per_kinsn(run["counts"], "kernel", tlbmodel.DIRECT_MAP, "walks") is None
+    assert "dtlb_directmap_walks" not in tlbmodel.model_block(run)["totals"]["kernel"]
+    values = tlbmodel.panel_values(tlbmodel.model_block(run))
+    assert "kernel dTLB walks" in values
+    assert not any("direct-map" in name for name in values)
+
+
+def test_campaign_guests_get_the_benchs_cmdline() -> None:
+    # The booted check (scripts/bench-tlbmodel) and campaigns must boot the
+    # model's guests alike, or their A/A figures say nothing of each other.
+    import yaml
+    repo = Path(__file__).resolve().parents[2]
+    defaults = yaml.safe_load((repo / "roles/guest_domain/defaults/main.yml").read_text())
+    assert defaults["guest_domain_tlb_cmdline"] == tlbmodel.GUEST_CMDLINE
+    assert "norandmaps" in tlbmodel.GUEST_CMDLINE.split()
+
+
+def test_direct_map_figures_of_real_records() -> None:
+    # tests/test_tlbmodel_boot.py's first stock and split4k boots (16 MiB read)
+    def read(v):
+        runs = tlbmodel.runs_by_id(tlbmodel.load(FIX / f"icount-{v}-16mib.jsonl"))
+        return tlbmodel.diff_counts(runs[1]["counts"], runs[2]["counts"])
+    stock, split = read("stock"), read("split4k")
+    dm = tlbmodel.DIRECT_MAP
+    assert tlbmodel.per_mib(stock, "kernel", dm, "walks", 16) == 0.25
+    assert tlbmodel.per_mib(split, "kernel", dm, "walks", 16) == 264.6875
+    # the direct map is a subset of the kernel's data translations
+    for c in (stock, split):
+        for s in tlbmodel.SIZES:
+            for key in ("acc", "l1_miss", "walks"):
+                assert c["kernel"][dm][s][key] <= c["kernel"]["dtlb"][s][key]
+    block = tlbmodel.model_block(tlbmodel.runs_by_id(tlbmodel.load(FIX / "icount-split4k-16mib.jsonl"))[1])
+    assert block["totals"]["kernel"]["dtlb_directmap_walks"] > 4000
+    assert "dtlb_directmap_walks" not in block["totals"]["user"]
+    values = tlbmodel.panel_values(block)
+    assert values["kernel direct-map dTLB walks"][0] == block["totals"]["kernel"]["dtlb_directmap_walks"]
