@@ -23,6 +23,20 @@ DIRECT_MAP = "dtlb_directmap"
 # user address randomisation, so two boots place a workload's buffers and
 # stack alike. guest_domain_tlb_cmdline (roles/guest_domain) is the same.
 GUEST_CMDLINE = "nokaslr no5lvl nopcid norandmaps"
+# QEMU arguments that make a guest which runs on its own (no input from the
+# host: an initramfs script, scripts/bench-tlbmodel --replay) repeat itself
+# to the instruction (tlbmodel/README.md "Replaying a guest"). -icount alone
+# leaves three ways for host time or host entropy in: the virtual clock
+# follows the host clock while the vCPU halts (sleep=off warps it to the
+# next timer instead), the CMOS clock runs on host time so the kernel's
+# RTC read spins a varying number of times (clock=vm, and a fixed base so
+# every boot starts at the same date), and TCG's RDRAND under -cpu max
+# returns host randomness (-seed). Not for campaign guests: over SSH the
+# host's packets arrive by host time anyway, and with sleep=off an idle
+# guest's clock would race ahead of them (timeouts firing early).
+REPLAY_QEMU_ARGS = ("-icount", "shift=0,sleep=off",
+                    "-rtc", "base=2026-01-01T00:00:00,clock=vm",
+                    "-seed", "1")
 MIB = 1 << 20
 # The guest runner marks run n of a block with id base + n, base = the
 # block's number within the boot times this (tlbmodel/README.md "Runs").
