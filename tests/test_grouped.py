@@ -185,20 +185,26 @@ def test_cache_holds_only_pmd_blocks(churned):
 
 def test_memavailable_counts_the_cache(churned):
     """Cached pages are NR_KERNEL_MISC_RECLAIMABLE: KReclaimable covers them,
-    and MemAvailable moves with stock's.  Compared as the change over the
-    churn (aged snapshot to post-churn snapshot, the fragmenter holding its
-    pipes in both), which is where the cache fills: the fragmenter stops at
-    a MemFree threshold, so absolute values differ between boots by more
-    than the cache."""
+    and MemAvailable credits them the way it credits any reclaimable kernel
+    memory (si_mem_available: the reclaimable pages less the smaller of half
+    of them and the low watermark). Read as MemAvailable minus MemFree over
+    the churn (aged snapshot to post-churn snapshot), which is where the
+    cache fills: MemFree itself moves by up to ~1 MB between boots (stock:
+    -948 to +752 kB over four runs), so comparing MemAvailable changes
+    between two boots failed once by 428 kB with the cache counted right."""
     g, s = churned["grouped"][1], churned["stock"][1]
     cached_kib = 4 * snap(g, "CHURN")["gp"]["cached_pages"]
     mi = {v: (snap(c, "FRAG")["mi"], snap(c, "CHURN")["mi"]) for v, c in (("grouped", g), ("stock", s))}
-    change = {v: mi[v][1]["MemAvailable"] - mi[v][0]["MemAvailable"] for v in mi}
-    print(f"MemAvailable change over the churn: stock {change['stock']:+d} kB, grouped {change['grouped']:+d} kB; "
-          f"grouped cache {cached_kib} kB; KReclaimable grouped {mi['grouped'][1]['KReclaimable']} kB")
+    credit = {v: (mi[v][1]["MemAvailable"] - mi[v][1]["MemFree"]) - (mi[v][0]["MemAvailable"] - mi[v][0]["MemFree"])
+              for v in mi}
+    reclaimable = mi["grouped"][1]["KReclaimable"] - mi["grouped"][0]["KReclaimable"]
+    print(f"MemAvailable - MemFree over the churn: stock {credit['stock']:+d} kB, grouped {credit['grouped']:+d} kB; "
+          f"grouped cache {cached_kib} kB; KReclaimable grouped {reclaimable:+d} kB")
     # node counters reach /proc/meminfo in per-CPU batches: allow a little lag
     assert mi["grouped"][1]["KReclaimable"] >= cached_kib - 256
-    assert abs(change["grouped"] - change["stock"]) <= cached_kib
+    # measured: grouped +1016 kB for 2028 kB reclaimable, stock +0 kB
+    assert reclaimable / 2 - 256 <= credit["grouped"] <= reclaimable + 256, (credit, reclaimable)
+    assert abs(credit["stock"] - (mi["stock"][1]["KReclaimable"] - mi["stock"][0]["KReclaimable"])) <= 256, credit
 
 
 def test_debug_pagealloc_guest_uses_no_cache(kernels, churn_binaries, fragmenter, tmp_path):
