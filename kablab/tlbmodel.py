@@ -26,7 +26,9 @@ GUEST_CMDLINE = "nokaslr no5lvl nopcid norandmaps"
 # QEMU arguments that make a guest which runs on its own (no input from the
 # host: an initramfs script, scripts/bench-tlbmodel --replay) repeat itself
 # to the instruction (tlbmodel/README.md "Replaying a guest"). -icount alone
-# leaves three ways for host time or host entropy in: the virtual clock
+# leaves four ways for host time or host entropy in; the fourth, an
+# initramfs packed anew per boot, scripts/kablab-qemu-boot now packs
+# reproducibly. These arguments close the other three: the virtual clock
 # follows the host clock while the vCPU halts (sleep=off warps it to the
 # next timer instead), the CMOS clock runs on host time so the kernel's
 # RTC read spins a varying number of times (clock=vm, and a fixed base so
