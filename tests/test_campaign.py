@@ -44,10 +44,13 @@ def work_state(campaign: Path) -> dict:
     return {"kernels": kernel_builds(), "images": guest_images(), "results": result_mtimes(campaign)}
 
 
-def kablab_domains() -> list[str]:
-    out = subprocess.run(["virsh", "-c", "qemu:///system", "list", "--all", "--name"],
+def kablab_domains(*, running: bool = False) -> list[str]:
+    out = subprocess.run(["virsh", "-c", "qemu:///system", "list", "--name", *([] if running else ["--all"])],
                          capture_output=True, text=True, check=True).stdout
     return [d for d in out.split() if d.startswith("kablab")]
+
+
+HOST_PREFIXES = ("kablab-hva-", "kablab-hvb-")
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +89,15 @@ def smoke_campaign(kernels, reports) -> dict:
                                  stderr=subprocess.STDOUT, text=True, start_new_session=True)
     deadline = time.time() + 3600
     interrupted_with = 0
+    # The hosts' overlap is seen here, in the domains running at one moment:
+    # the results cannot show it, as the interrupted boot's results are lost
+    # and, when one host finished all its boots before the signal, the resume
+    # runs the other host's boots alone.
+    both_running: list[str] = []
     while first.poll() is None and time.time() < deadline:
+        running = kablab_domains(running=True)
+        if not both_running and all(any(d.startswith(p) for d in running) for p in HOST_PREFIXES):
+            both_running = running
         latest = reports / "latest"
         if latest.exists() and len(result_files(latest.resolve())) >= 4:
             os.killpg(first.pid, signal.SIGTERM)
@@ -102,7 +113,7 @@ def smoke_campaign(kernels, reports) -> dict:
     resumed = make_smoke(reports)
     resumed_s = time.time() - resumed_start
     assert resumed.rc == 0, resumed.output[-5000:]
-    return {"dir": campaign, "reports": reports, "interrupted_with": interrupted_with,
+    return {"dir": campaign, "reports": reports, "interrupted_with": interrupted_with, "both_running": both_running,
             "first_output": first_log.read_text(errors="replace"),
             "resumed": resumed, "resumed_s": resumed_s, "before_resume": before}
 
@@ -255,16 +266,9 @@ def test_campaign_gathers_both_hosts(smoke_campaign):
         doc = json.loads(f.read_text())
         hosts[doc["variant"]] = doc["host"]["name"]
     assert hosts == {b["variant"]: b["host"] for b in plan["plan"]}
-    # the two hypervisors worked at the same time: each host's interval,
-    # first domain start to last result, overlaps the other's
-    spans = {}
-    for f in result_files(campaign):
-        doc = json.loads(f.read_text())
-        span = spans.setdefault(doc["host"]["name"], [doc["guest"]["booted_at"], doc["finished_at"]])
-        span[0] = min(span[0], doc["guest"]["booted_at"])
-        span[1] = max(span[1], doc["finished_at"])
-    (a0, a1), (b0, b1) = spans.values()
-    assert max(a0, b0) < min(a1, b1), f"the hosts took turns: {spans}"
+    # the two hypervisors worked at the same time: during the first run,
+    # each had a domain running at one moment
+    assert smoke_campaign["both_running"], "the hosts took turns: never a domain of each running at once"
     # each host used its own domain names and ports
     out = smoke_campaign["first_output"] + smoke_campaign["resumed"].output
     assert "kablab-hva-" in out and "kablab-hvb-" in out
@@ -272,7 +276,7 @@ def test_campaign_gathers_both_hosts(smoke_campaign):
     assert {r["host"] for r in merged["rows"]} == {"hv-a", "hv-b"}
     html = (campaign / "index.html").read_text()
     assert "hv-a" in html and "hv-b" in html
-    print(f"two-host campaign: {hosts}, each host's boots from start to last result: {spans}")
+    print(f"two-host campaign: {hosts}; running at one moment: {smoke_campaign['both_running']}")
 
 
 def test_keep_ssh_key_false_removes_the_key_pair(smoke_campaign, tmp_path):

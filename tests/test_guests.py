@@ -3,11 +3,12 @@
 Nothing is mocked. The playbooks run exactly as a user runs them
 (ansible-playbook from the repo root); a few small consumer playbooks are
 written to a temporary directory to use the guests the way playbooks/run.yml
-does. Test domains use the prefix "kabtest" and ports from 10222, so a
-campaign running on the same host (prefix "kablab", ports from 10022) is not
-touched. Kernels: the ci kernels from the kernel stage's manifest (built by
-conftest's `kernels` fixture when there is none); a variant without a build
-yet reuses the first built kernel.
+does. Test domains use the prefix "kabtest" and ports from 10322, so a
+campaign running on the same host (prefix "kablab", ports from 10022, or
+inventory/two-hosts.yml's 10122 and 10222) is not touched. Kernels: the ci
+kernels from the kernel stage's manifest (built by conftest's `kernels`
+fixture when there is none); a variant without a build yet reuses the first
+built kernel.
 """
 from __future__ import annotations
 
@@ -27,7 +28,7 @@ from kablabtest import CACHE, PUBLISH, REPO, run_playbook
 
 URI = "qemu:///system"
 PREFIX = "kabtest"
-PORT_BASE = 10222
+PORT_BASE = 10322
 VARIANTS = yaml.safe_load((REPO / "inventory/group_vars/all/variants.yml").read_text())["kablab_variants"]
 NAMES = [v["name"] for v in VARIANTS]
 
