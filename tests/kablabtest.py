@@ -4,7 +4,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import signal
 import subprocess
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +40,22 @@ def run_playbook(playbook: str, *args: str, extra_vars: dict | None = None,
     proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0", **(env or {})})
     return PlaybookRun(proc.returncode, proc.stdout + proc.stderr)
+
+
+@contextmanager
+def stopped_on_error(procs: list[subprocess.Popen]) -> Iterator[None]:
+    """A test that fails while it watches the campaigns it started (each in
+    its own session) stops them: left running, one would hold the domains'
+    lock against the next test. PROCS is read at the failure, so a campaign
+    started inside the block can be appended to it."""
+    try:
+        yield
+    except BaseException:
+        for proc in procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGTERM)
+                proc.wait(timeout=120)
+        raise
 
 
 def kablab_leftovers() -> list[str]:

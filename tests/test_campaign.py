@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from kablabtest import (REPO, PlaybookRun, console_lines, guest_images, kernel_builds, record_case, report_probe,
-                        report_screenshot, run_playbook)
+                        report_screenshot, run_playbook, stopped_on_error)
 
 VARIANTS = ["stock", "grouped", "split4k"]
 
@@ -44,10 +44,17 @@ def work_state(campaign: Path) -> dict:
     return {"kernels": kernel_builds(), "images": guest_images(), "results": result_mtimes(campaign)}
 
 
-def kablab_domains(*, running: bool = False) -> list[str]:
-    out = subprocess.run(["virsh", "-c", "qemu:///system", "list", "--name", *([] if running else ["--all"])],
+def kablab_domains() -> list[str]:
+    out = subprocess.run(["virsh", "-c", "qemu:///system", "list", "--all", "--name"],
                          capture_output=True, text=True, check=True).stdout
     return [d for d in out.split() if d.startswith("kablab")]
+
+
+def running_domains() -> list[str]:
+    """The kablab domains running now; none while libvirtd is not up yet
+    (`make smoke` starts it)."""
+    proc = subprocess.run(["virsh", "-c", "qemu:///system", "list", "--name"], capture_output=True, text=True)
+    return [d for d in proc.stdout.split() if d.startswith("kablab")] if proc.returncode == 0 else []
 
 
 HOST_PREFIXES = ("kablab-hva-", "kablab-hvb-")
@@ -94,17 +101,18 @@ def smoke_campaign(kernels, reports) -> dict:
     # and, when one host finished all its boots before the signal, the resume
     # runs the other host's boots alone.
     both_running: list[str] = []
-    while first.poll() is None and time.time() < deadline:
-        running = kablab_domains(running=True)
-        if not both_running and all(any(d.startswith(p) for d in running) for p in HOST_PREFIXES):
-            both_running = running
-        latest = reports / "latest"
-        if latest.exists() and len(result_files(latest.resolve())) >= 4:
-            os.killpg(first.pid, signal.SIGTERM)
-            interrupted_with = len(result_files(latest.resolve()))
-            break
-        time.sleep(2)
-    first.wait(timeout=300)
+    with stopped_on_error([first]):
+        while first.poll() is None and time.time() < deadline:
+            running = running_domains()
+            if not both_running and all(any(d.startswith(p) for d in running) for p in HOST_PREFIXES):
+                both_running = running
+            latest = reports / "latest"
+            if latest.exists() and len(result_files(latest.resolve())) >= 4:
+                os.killpg(first.pid, signal.SIGTERM)
+                interrupted_with = len(result_files(latest.resolve()))
+                break
+            time.sleep(2)
+        first.wait(timeout=300)
     assert interrupted_with, ("the campaign ended before it could be interrupted: "
                               + first_log.read_text(errors="replace")[-3000:])
     campaign = (reports / "latest").resolve()
