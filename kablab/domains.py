@@ -42,8 +42,8 @@ def domain_plan(variants: Iterable[Mapping[str, Any]], only: Iterable[str], pref
     The SSH port comes from the variant's position in the whole list, not in
     `only`, so a variant keeps its port whichever subset a task acts on.
     `ssh` is how the hypervisor runs a command in the guest (append one
-    remote command string): OpenSSH with the campaign's key pair and
-    known_hosts in ssh_dir, to the guest's port forwarded on 127.0.0.1.
+    remote command string): OpenSSH with the campaign's key pair and the
+    prefix's known_hosts in ssh_dir, to the guest's port forwarded on 127.0.0.1.
     """
     only = list(only)
     out = []
@@ -58,7 +58,7 @@ def domain_plan(variants: Iterable[Mapping[str, Any]], only: Iterable[str], pref
         kdir = posixpath.join(publish_dir, "kernels", posixpath.basename(kernel_src_dir))
         port = int(port_base) + index
         out.append({
-            "variant": name, "index": index, "name": domain, "port": port, "ssh": ssh_argv(ssh_dir, port),
+            "variant": name, "index": index, "name": domain, "port": port, "ssh": ssh_argv(ssh_dir, prefix, port),
             "cmdline": f"{cmdline_common} {v.get('cmdline') or ''}".strip(),
             "dir": ddir, "overlay": f"{ddir}/overlay.qcow2", "config_disk": f"{ddir}/config.img",
             "config_dir": f"{ddir}/config", "kernel_dir": kdir, "kernel": f"{kdir}/bzImage",
@@ -66,18 +66,27 @@ def domain_plan(variants: Iterable[Mapping[str, Any]], only: Iterable[str], pref
     return out
 
 
-def ssh_options(ssh_dir: str) -> list[str]:
+def known_hosts(ssh_dir: str, prefix: str) -> str:
+    """The guests' host keys as the hypervisor entry with domain prefix
+    PREFIX pinned them. One file per prefix: two entries on one machine
+    (inventory/two-hosts.yml) share ssh_dir, and the known_hosts module
+    reads, changes and writes a file whole, so one host's write dropped the
+    key the other had just added."""
+    return f"{ssh_dir}/known_hosts-{prefix}"
+
+
+def ssh_options(ssh_dir: str, prefix: str) -> list[str]:
     """The -o options of every SSH connection to a guest: key authentication
-    only, the host key checked against the campaign's known_hosts (filled
-    from the image's keys), no prompt ever (BatchMode)."""
-    return ["-o", f"UserKnownHostsFile={ssh_dir}/known_hosts", "-o", "StrictHostKeyChecking=yes",
+    only, the host key checked against known_hosts (filled from the image's
+    keys), no prompt ever (BatchMode)."""
+    return ["-o", f"UserKnownHostsFile={known_hosts(ssh_dir, prefix)}", "-o", "StrictHostKeyChecking=yes",
             "-o", "IdentitiesOnly=yes", "-o", "BatchMode=yes"]
 
 
-def ssh_argv(ssh_dir: str, port: int) -> list[str]:
+def ssh_argv(ssh_dir: str, prefix: str, port: int) -> list[str]:
     """OpenSSH to a guest as the hypervisor runs it: ssh_options, the
     campaign key, and no user or system ssh_config in the way."""
-    return ["ssh", "-F", "/dev/null", "-i", f"{ssh_dir}/id_ed25519", *ssh_options(ssh_dir),
+    return ["ssh", "-F", "/dev/null", "-i", f"{ssh_dir}/id_ed25519", *ssh_options(ssh_dir, prefix),
             "-o", "ConnectTimeout=30", "-p", str(port), "root@127.0.0.1"]
 
 

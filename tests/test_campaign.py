@@ -233,8 +233,14 @@ def test_campaign_ssh_key_is_private_and_host_keys_pinned(smoke_campaign):
     ssh = smoke_campaign["dir"] / "ssh"
     assert stat.S_IMODE(ssh.stat().st_mode) == 0o700
     assert stat.S_IMODE((ssh / "id_ed25519").stat().st_mode) == 0o600
-    pinned = (ssh / "known_hosts").read_text().splitlines()
-    assert pinned and all(line.startswith("[127.0.0.1]:") and " ssh-ed25519 " in line for line in pinned)
+    # one known_hosts per hypervisor entry (domain prefix), each with its guests' ports
+    files = {f.name: f.read_text().splitlines() for f in ssh.glob("known_hosts*")}
+    assert set(files) == {"known_hosts-kablab-hva", "known_hosts-kablab-hvb"}, files
+    for name, pinned in files.items():
+        assert pinned and all(line.startswith("[127.0.0.1]:") and " ssh-ed25519 " in line for line in pinned)
+    plan = json.loads((smoke_campaign["dir"] / "plan.json").read_text())
+    pinned_ports = {int(line.split("]:")[1].split()[0]) for lines in files.values() for line in lines}
+    assert len(pinned_ports) == len({b["variant"] for b in plan["plan"]}), files
 
 
 def test_every_result_has_direct_map_and_perf_state(smoke_campaign):
@@ -297,7 +303,7 @@ def test_keep_ssh_key_false_removes_the_key_pair(smoke_campaign, tmp_path):
                                                  "kablab_campaign_id": camp.name, "kablab_keep_ssh_key": False})
     assert run.rc == 0, run.output[-3000:]
     assert not list((camp / "ssh").glob("id_ed25519*"))
-    assert (camp / "ssh" / "known_hosts").is_file() and (camp / "index.html").is_file()
+    assert list((camp / "ssh").glob("known_hosts-*")) and (camp / "index.html").is_file()
 
 
 def test_readme_commands_are_the_tested_ones():

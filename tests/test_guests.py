@@ -304,7 +304,7 @@ def test_ports_loopback_only_and_outbound_restricted(guests) -> None:
     code = ("import socket\ntry:\n socket.create_connection(('10.0.2.2', %d), timeout=4)\n print('CONNECTED')\n"
             "except OSError as e:\n print('BLOCKED', e)\n" % port)
     proc = subprocess.run(["ssh", "-p", str(guest_port), "-i", str(ssh_dir / "id_ed25519"),
-                           "-o", f"UserKnownHostsFile={ssh_dir / 'known_hosts'}", "-o", "StrictHostKeyChecking=yes",
+                           "-o", f"UserKnownHostsFile={ssh_dir / ('known_hosts-' + PREFIX)}", "-o", "StrictHostKeyChecking=yes",
                            "-o", "BatchMode=yes", "root@127.0.0.1", "python3", "-"],
                           input=code, capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0, proc.stderr

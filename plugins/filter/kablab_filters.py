@@ -61,7 +61,9 @@ class FilterModule:
                                     int(port_base), common, str(ssh_dir)),
             "kablab_boot_numbers": lambda found, running: domains.boot_numbers(list(found), list(running)),
             # Ansible's ansible_ssh_common_args for the guests (join_inventory.yml)
-            "kablab_ssh_options": lambda ssh_dir: " ".join(domains.ssh_options(ssh_dir)),
+            # and the known_hosts file join.yml fills
+            "kablab_ssh_options": lambda ssh_dir, prefix: " ".join(domains.ssh_options(ssh_dir, prefix)),
+            "kablab_known_hosts": lambda ssh_dir, prefix: domains.known_hosts(ssh_dir, prefix),
             "kablab_config_disks": lambda plan, exists, sizes, *changed: domains.config_disks_to_make(
                 list(plan), list(exists), [int(s) for s in sizes], *[list(c) for c in changed]),
             "kablab_guests_record": lambda plan, unames, boots, logdir, kernels, hypervisor, booted, ready, known:

@@ -40,17 +40,18 @@ def test_ssh_reaches_the_guests_port_with_the_campaign_key_only():
     opts = dict(zip(ssh[1:-3:2], ssh[2:-3:2]))
     assert opts["-i"] == "/r/c1/ssh/id_ed25519"
     assert {o for k, o in zip(ssh[1:-3:2], ssh[2:-3:2]) if k == "-o"} >= {
-        "UserKnownHostsFile=/r/c1/ssh/known_hosts", "StrictHostKeyChecking=yes", "IdentitiesOnly=yes", "BatchMode=yes"}
+        "UserKnownHostsFile=/r/c1/ssh/known_hosts-kablab", "StrictHostKeyChecking=yes", "IdentitiesOnly=yes",
+        "BatchMode=yes"}
 
 
 def test_ansible_reaches_the_guests_with_the_same_options():
     """join_inventory.yml's ansible_ssh_common_args: the hypervisor's own
     ssh options, so the two ways into a guest cannot drift apart."""
     from plugins.filter.kablab_filters import FilterModule
-    common = FilterModule().filters()["kablab_ssh_options"]("/r/c1/ssh")
+    common = FilterModule().filters()["kablab_ssh_options"]("/r/c1/ssh", "kablab")
     ssh = plan(["split4k"])[0]["ssh"]
     assert common.split() == [w for w in ssh if w.startswith("-o") or "=" in w][:len(common.split())]
-    assert common == ("-o UserKnownHostsFile=/r/c1/ssh/known_hosts -o StrictHostKeyChecking=yes "
+    assert common == ("-o UserKnownHostsFile=/r/c1/ssh/known_hosts-kablab -o StrictHostKeyChecking=yes "
                       "-o IdentitiesOnly=yes -o BatchMode=yes")
 
 
