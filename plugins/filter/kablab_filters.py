@@ -60,6 +60,8 @@ class FilterModule:
                 domains.domain_plan(list(variants), list(only), prefix, publish_dir, dict(kernels),
                                     int(port_base), common, str(ssh_dir)),
             "kablab_boot_numbers": lambda found, running: domains.boot_numbers(list(found), list(running)),
+            "kablab_console_logs": lambda boots, logdir: {v: domains.console_log(logdir, v, int(n))
+                                                          for v, n in dict(boots).items()},
             # Ansible's ansible_ssh_common_args for the guests (join_inventory.yml)
             # and the known_hosts file join.yml fills
             "kablab_ssh_options": lambda ssh_dir, prefix: " ".join(domains.ssh_options(ssh_dir, prefix)),

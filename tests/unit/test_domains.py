@@ -101,3 +101,12 @@ def test_guests_record_keeps_other_guests():
     assert (g["uname_r"], g["uname_v"]) == ("6.1.192-kablab-grouped", "#8df5 SMP x")
     assert g["boot_to_ready_s_upper_bound"] == 7.26
     assert (g["booted_at"], g["ready_at"]) == ("2026-12-05T09:51:04Z", "2026-12-05T09:51:11Z")
+
+
+def test_console_logs_filter_names_each_boots_log():
+    """guest_domain_boot_logs: the log the domain XML, the boot wait and
+    the failure messages all name, from kablab.domains.console_log."""
+    from plugins.filter.kablab_filters import FilterModule
+    logs = FilterModule().filters()["kablab_console_logs"]({"stock": "3", "split4k": 1}, "/var/lib/kablab/logs/c1")
+    assert logs == {"stock": "/var/lib/kablab/logs/c1/stock-boot3.log",
+                    "split4k": "/var/lib/kablab/logs/c1/split4k-boot1.log"}
