@@ -130,14 +130,34 @@ def _utc(epoch: float) -> str:
     return datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def emulator_lost(wait_results: Iterable[Mapping[str, Any]], boots: Mapping[str, int],
+                  known: Mapping[str, list[dict[str, Any]]] | None = None) -> dict[str, list[dict[str, Any]]]:
+    """variant -> the boots of this start whose emulator ended while the
+    guest booted (the boot wait's rc 4; its stdout is libvirt's state and
+    reason), added to KNOWN. start.yml boots those variants once more, so
+    the boot that runs the workloads names the ones it replaced."""
+    out = {v: list(lost) for v, lost in (known or {}).items()}
+    for r in wait_results:
+        if int(r.get("rc", 0)) != 4:
+            continue
+        v = r["item"]["variant"]
+        out.setdefault(v, []).append({"boot": int(boots[v]), "libvirt_state": str(r.get("stdout", "")).strip(),
+                                      "console_log_campaign": f"logs/{v}-boot{int(boots[v])}.log"})
+    return out
+
+
 def guests_record(plan: list[Mapping[str, Any]], unames: Iterable[str], boots: Mapping[str, int],
                   logdir: str, kernels: Mapping[str, Mapping[str, Any]], hypervisor: str,
-                  booted_at: float, ready_at: float, known: Mapping[str, Any] | None = None) -> dict[str, Any]:
+                  booted_at: float, ready_at: float, known: Mapping[str, Any] | None = None,
+                  lost: Mapping[str, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
     """kablab_guests: what the results record about each running guest.
     booted_at / ready_at: when the domains were started and when their
     consoles said ready (epoch seconds), kept as UTC times: they show when
-    each hypervisor's boots ran (several hosts work at the same time)."""
+    each hypervisor's boots ran (several hosts work at the same time).
+    lost: emulator_lost() of this start; each guest names the boots it
+    replaced ([] when none)."""
     out = dict(known or {})
+    lost = lost or {}
     for entry, uname in zip(plan, unames):
         v = entry["variant"]
         release, _, version = uname.partition(" ")
@@ -151,5 +171,6 @@ def guests_record(plan: list[Mapping[str, Any]], unames: Iterable[str], boots: M
             "kernel_release": kernels[v]["release"], "uname_r": release, "uname_v": version,
             "boot_to_ready_s_upper_bound": round(float(ready_at) - float(booted_at), 2),
             "booted_at": _utc(float(booted_at)), "ready_at": _utc(float(ready_at)),
+            "emulator_lost": list(lost.get(v, [])),
         }
     return out

@@ -282,6 +282,10 @@ def provenance(camp: Campaign, an: Analysis) -> dict[str, Any]:
             "build_keys": sorted({_str(r["kernel"].get("key")) for r in rs}),
         }
     binaries: dict[str, set[str]] = {}
+    replaced = sorted({(r["variant"], _str(r["guest"].get("boot")), _str(r["host"].get("name")),
+                        int(lost.get("boot", 0)), _str(lost.get("libvirt_state")),
+                        _str(lost.get("console_log_campaign")))
+                       for r in camp.results for lost in r["guest"].get("emulator_lost") or []})
     for r in camp.results:
         binaries.setdefault(r["workload"], set()).add(_str(r["binary"].get("sha256")))
 
@@ -307,6 +311,9 @@ def provenance(camp: Campaign, an: Analysis) -> dict[str, Any]:
         "runner": uniq(lambda r: ", ".join(f"{k}={_str(r['runner'].get(k))}" for k in
                                            ("runs", "warmup", "timeout_s"))),
         "seeds": uniq(lambda r: r["campaign"].get("seed")),
+        # boots that replaced one whose emulator ended while it booted
+        "replaced_boots": [f"{v} boot {b} on {h} replaced boot {lb}: its QEMU ended while the kernel "
+                           f"booted (libvirt: {st}; console {log})" for v, b, h, lb, st, log in replaced],
         "first": min(dates) if dates else "n/a", "last": max(dates) if dates else "n/a",
         "order": [{"order_index": _str(r.get("order_index")), "variant": r["variant"],
                    "workload": r["workload"], "block": r["block"], "status": r["status"],

@@ -348,11 +348,21 @@ def test_emulator_lost_at_boot_boots_once_more(fault_campaign):
     assert killed in logs and logs[-1] != killed, logs
     after = fault_campaign["results"]["stock/fault-inject-block0"]
     assert after["status"] == "ok" and f"stock-boot{after['guest']['boot']}.log" not in (killed, logs[0])
+    # the results of the next boot name the lost one, and the report says so
+    lost_boot = int(killed.removeprefix("stock-boot").removesuffix(".log"))
+    assert after["guest"]["emulator_lost"] == [{"boot": lost_boot, "libvirt_state": "shut off (crashed)",
+                                                "console_log_campaign": f"logs/{killed}"}]
+    html = (fault_campaign["dir"] / "index.html").read_text()
+    row = html[html.index('id="replaced-boots"'):]
+    assert (f"stock boot {after['guest']['boot']} on {after['host']['name']} replaced boot {lost_boot}: its QEMU ended "
+            f"while the kernel booted (libvirt: shut off (crashed); console logs/{killed})") in row[:row.index("</tr>")]
     assert kablab_leftovers() == []
     record_case("emulator dies while the guest boots", "SIGSEGV to the QEMU process of a booting stock domain",
                 "within 2 s: 'kablab-stock stopped while it booted (libvirt: shut off (crashed)): its emulator "
-                "ended, not the guest kernel'; the variant boots once more (a second loss fails the boot)",
-                "the lost boot's console log; the workloads run in the next boot")
+                "ended, not the guest kernel'; the variant boots once more (a second loss fails the boot); "
+                "the report's provenance lists the boot under 'boots booted once more'",
+                "the lost boot's console log; the workloads run in the next boot, whose results name the lost "
+                "one (`guest.emulator_lost`)")
 
 
 def test_crashed_and_hung_runs_are_excluded(fault_campaign):

@@ -68,9 +68,12 @@ class FilterModule:
             "kablab_known_hosts": lambda ssh_dir, prefix: domains.known_hosts(ssh_dir, prefix),
             "kablab_config_disks": lambda plan, exists, sizes, *changed: domains.config_disks_to_make(
                 list(plan), list(exists), [int(s) for s in sizes], *[list(c) for c in changed]),
-            "kablab_guests_record": lambda plan, unames, boots, logdir, kernels, hypervisor, booted, ready, known:
+            "kablab_guests_record": lambda plan, unames, boots, logdir, kernels, hypervisor, booted, ready, known, lost:
                 domains.guests_record(list(plan), list(unames), dict(boots), logdir, dict(kernels),
-                                      hypervisor, float(booted), float(ready), dict(known)),
+                                      hypervisor, float(booted), float(ready), dict(known), dict(lost)),
+            # (the boot wait's results, boot numbers, earlier) -> {variant: [lost boot]}
+            "kablab_emulator_lost": lambda results, boots, known: domains.emulator_lost(
+                list(results), dict(boots), dict(known)),
             # (settings, name, profile, seed, runs, warmup) -> a workload's campaign
             # settings: {name, var, argv, timeout_s, primary_metric, runs, warmup,
             # prepare, error}; preflight dry-runs the argv the runner runs.

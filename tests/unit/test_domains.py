@@ -6,8 +6,8 @@ from pathlib import Path
 
 import yaml
 
-from kablab.domains import (boot_number, boot_numbers, config_disks_to_make, domain_plan, guests_record,
-                            plan_errors)
+from kablab.domains import (boot_number, boot_numbers, config_disks_to_make, domain_plan, emulator_lost,
+                            guests_record, plan_errors)
 
 REPO = Path(__file__).resolve().parents[2]
 VARIANTS = yaml.safe_load((REPO / "inventory/group_vars/all/variants.yml").read_text())["kablab_variants"]
@@ -101,6 +101,24 @@ def test_guests_record_keeps_other_guests():
     assert (g["uname_r"], g["uname_v"]) == ("6.1.192-kablab-grouped", "#8df5 SMP x")
     assert g["boot_to_ready_s_upper_bound"] == 7.26
     assert (g["booted_at"], g["ready_at"]) == ("2026-12-05T09:51:04Z", "2026-12-05T09:51:11Z")
+
+
+def test_a_boot_that_replaced_lost_ones_names_them():
+    """wait.yml's rc 4 (libvirt's state on stdout) marks a boot whose QEMU
+    ended; start.yml boots it once more, and the guest that runs the
+    workloads records the boot it replaced. Other rcs are not emulator losses."""
+    p = plan(["stock", "grouped"])
+    waited = [{"item": p[0], "rc": 4, "stdout": "shut off (crashed)\n"}, {"item": p[1], "rc": 0, "stdout": ""}]
+    lost = emulator_lost(waited, {"stock": 3, "grouped": 3}, {})
+    assert lost == {"stock": [{"boot": 3, "libvirt_state": "shut off (crashed)",
+                               "console_log_campaign": "logs/stock-boot3.log"}]}
+    # a second loss in the same start adds to the first (join.yml then fails the boot)
+    again = emulator_lost([{"item": p[0], "rc": 4, "stdout": "shut off (crashed)"}], {"stock": 4}, lost)
+    assert [x["boot"] for x in again["stock"]] == [3, 4] and len(lost["stock"]) == 1
+    assert emulator_lost([{"item": p[0], "rc": 124, "stdout": "tail"}], {"stock": 3}, {}) == {}
+    rec = guests_record(p, ["6.1.192-kablab-stock #1 SMP x", "6.1.192-kablab-grouped #2 SMP x"],
+                        {"stock": 4, "grouped": 3}, "/l/c1", KERNELS, "localhost", 1.0, 2.0, {}, lost)
+    assert rec["stock"]["emulator_lost"] == lost["stock"] and rec["grouped"]["emulator_lost"] == []
 
 
 def test_console_logs_filter_names_each_boots_log():
