@@ -155,6 +155,12 @@ def summary_text(an: Analysis, ctx: dict[str, Any]) -> str:
                 out.append(f"    {key}:")
                 for ln in f[key].splitlines()[-5:]:
                     out.append(trunc("      " + ln, WIDTH))
+    replaced = ctx.get("prov", {}).get("replaced_boots", [])
+    if replaced:
+        out.append("")
+        out.append("== boots booted once more ".ljust(WIDTH, "="))
+        for line in replaced:
+            out += _wrap("  " + line, "    ")
     out.append("")
     out.append("== TLB misses ".ljust(WIDTH, "="))
     out += tlb_matrix_text(ctx["tlb_matrix"], WIDTH)

@@ -356,6 +356,8 @@ def test_emulator_lost_at_boot_boots_once_more(fault_campaign):
     row = html[html.index('id="replaced-boots"'):]
     assert (f"stock boot {after['guest']['boot']} on {after['host']['name']} replaced boot {lost_boot}: its QEMU ended "
             f"while the kernel booted (libvirt: shut off (crashed); console logs/{killed})") in row[:row.index("</tr>")]
+    text = (fault_campaign["dir"] / "summary.txt").read_text()
+    assert "== boots booted once more" in text and f"replaced boot {lost_boot}: its QEMU" in text, text[-3000:]
     assert kablab_leftovers() == []
     record_case("emulator dies while the guest boots", "SIGSEGV to the QEMU process of a booting stock domain",
                 "within 2 s: 'kablab-stock stopped while it booted (libvirt: shut off (crashed)): its emulator "
