@@ -94,6 +94,11 @@ def console_log(logdir: str, variant: str, boot: int) -> str:
     return f"{logdir}/{variant}-boot{boot}.log"
 
 
+def campaign_console_log(variant: str, boot: int) -> str:
+    """The same log as collect_logs.yml keeps it, relative to the campaign directory."""
+    return console_log("logs", variant, boot)
+
+
 def boot_number(earlier_logs: int, running: bool) -> int:
     """The boot number of a domain about to be defined and started.
 
@@ -142,7 +147,7 @@ def emulator_lost(wait_results: Iterable[Mapping[str, Any]], boots: Mapping[str,
             continue
         v = r["item"]["variant"]
         out.setdefault(v, []).append({"boot": int(boots[v]), "libvirt_state": str(r.get("stdout", "")).strip(),
-                                      "console_log_campaign": f"logs/{v}-boot{int(boots[v])}.log"})
+                                      "console_log_campaign": campaign_console_log(v, int(boots[v]))})
     return out
 
 
@@ -165,7 +170,7 @@ def guests_record(plan: list[Mapping[str, Any]], unames: Iterable[str], boots: M
             "domain": entry["name"], "inventory_host": entry["name"], "hypervisor": hypervisor,
             "port": entry["port"], "ssh": entry["ssh"], "cmdline": entry["cmdline"], "boot": boots[v],
             "console_log": console_log(logdir, v, boots[v]),
-            "console_log_campaign": f"logs/{v}-boot{boots[v]}.log",
+            "console_log_campaign": campaign_console_log(v, boots[v]),
             # the workload runner's output channel (kablab-guest-boot)
             "frames": f"{logdir}/{v}-boot{boots[v]}.frames",
             "kernel_release": kernels[v]["release"], "uname_r": release, "uname_v": version,
