@@ -24,10 +24,17 @@ def num(v: float | None, width: int = 0) -> str:
     return s.rjust(width) if width else s
 
 
-def pct(v: float | None, width: int = 7) -> str:
+def pct(v: float | None, width: int = 7, sign: str = "") -> str:
+    """A % change in at most WIDTH columns: 2 decimals, fewer as it grows, an
+    exponent past that (a tiny baseline Stddev turns a small change into
+    thousands of %, and the text reports have fixed columns). sign="+" shows it."""
     if not finite(v):
         return "n/a".rjust(width)
-    return f"{v:{width}.2f}"
+    for spec in (".2f", ".1f", ".0f", ".0e"):
+        s = f"{v:{sign}{width}{spec}}"
+        if len(s) <= width:
+            return s
+    return s
 
 
 def count(v: float | None) -> str:

@@ -42,7 +42,7 @@ def _central_cell(an: Analysis, workload: str, metric: str, variant: str) -> str
     if not c.tested:
         return "(    n/t )"
     mark = ("*", "*") if c.significant else ("(", ")")
-    return f"{mark[0]}{c.pct:+7.2f}%{mark[1]}"
+    return f"{mark[0]}{pct(c.pct, 7, '+')}%{mark[1]}"
 
 
 def comparison_lines(an: Analysis, workload: str) -> list[str]:
@@ -245,7 +245,6 @@ def lkp_text(an: Analysis, ctx: dict[str, Any]) -> str:
                  "per-boot geometric means; %stddev = CoV between boots; * = flagged (see "
                  "summary.txt: interval excludes 0 and change above the noise floor); "
                  "n/t = not tested (reason in summary.txt).")
-    name_w = WIDTH - 52
     for v in an.variants[1:]:
         out.append("")
         out.append(f"{trunc(an.baseline, 16):>16} {trunc(v, 27):>27}")
@@ -266,6 +265,7 @@ def lkp_text(an: Analysis, ctx: dict[str, Any]) -> str:
                 return f"{s.cov_boot:3.0f}%" if finite(s.cov_boot) else " n/a"
             star = "*" if c is not None and c.significant else " "
             ch = f"{raw:+.1f}%" if finite(raw) else "n/t"
-            out.append(f"{num(b.central, 10)} \u00b1{sd(b)}  {ch:>9}{star} "
-                       f"{num(n.central, 10)} \u00b1{sd(n)}  {trunc(f'{wl}.{metric}', name_w)}")
+            head = (f"{num(b.central, 10)} \u00b1{sd(b)}  {ch:>9}{star} "
+                    f"{num(n.central, 10)} \u00b1{sd(n)}  ")
+            out.append(head + trunc(f"{wl}.{metric}", WIDTH - len(head)))
     return "\n".join(line.rstrip() for line in out) + "\n"

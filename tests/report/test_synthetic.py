@@ -106,6 +106,21 @@ def test_report_cli_colours_and_intervals(tmp_path: Path) -> None:
     assert set(n["boots_needed"]) == {"1", "3"}
 
 
+def test_changes_of_thousands_of_percent_keep_the_text_columns(tmp_path: Path) -> None:
+    # CI's smoke campaign once printed a 101-column line: a Stddev row whose
+    # baseline was tiny changed by more than 1000 %.
+    huge = {("pipe-pingpong", "round_trips_per_s"): 25.0, ("hackbench", "time_s"): 400.0}
+    camp = mc.synthetic_campaign(tmp_path / "c", seed=5, boots=3, runs=3,
+                                 variants=("stock", "grouped", "split4k"),
+                                 effects={"grouped": huge, "split4k": huge})
+    _, txt, lkp, merged = _report(camp)
+    by = {(c["variant"], c["workload"], c["metric"]): c for c in merged["analysis"]["comparisons"]}
+    assert by[("split4k", "pipe-pingpong", "round_trips_per_s")]["pct"] > 1000
+    too_long = [ln for ln in txt.splitlines() + lkp.splitlines() if len(ln) > 100]
+    assert not too_long, too_long
+    assert re.search(r"\*\+2\d{3}\.\d%\*", txt)      # one decimal fewer, still there
+
+
 def test_one_boot_per_kernel_gives_no_verdict(tmp_path: Path) -> None:
     camp = mc.synthetic_campaign(tmp_path / "c", seed=1, boots=1, runs=3,
                                  variants=("stock", "grouped", "split4k"),
