@@ -20,7 +20,8 @@ def test_concurrent_probes_all_answer_and_leave_one_record(kernels, tmp_path: Pa
            "--timeout", "20", "--record", str(record)]
     procs = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
              for _ in range(PROBES)]
-    outs = [(p.wait(timeout=120), *p.communicate()) for p in procs]
+    streams = [p.communicate(timeout=120) for p in procs]
+    outs = [(p.returncode, out, err) for p, (out, err) in zip(procs, streams)]
     assert all(rc == 0 for rc, _, _ in outs), [(rc, err) for rc, _, err in outs]
     answers = [json.loads(out) for _, out, _ in outs]
     assert len({a["accel"] for a in answers}) == 1, answers
