@@ -185,10 +185,20 @@ def build_runs(hf: dict[str, Any], perf_groups: list[dict[str, Any]],
             "harness_elapsed_s": (float(h["elapsed_s"]) if h is not None and
                                   isinstance(h.get("elapsed_s"), (int, float)) else None),
             "metrics": metrics,
+            "work": _work(h),
             "perf": perf_groups[i] if i < len(perf_groups) else {},
         }
         runs.append(run)
     return runs
+
+
+def _work(h: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The harness's `work` (amount, unit) of a run; None when it has none."""
+    w = h.get("work") if h is not None else None
+    if (isinstance(w, dict) and isinstance(w.get("amount"), (int, float))
+            and not isinstance(w.get("amount"), bool) and isinstance(w.get("unit"), str)):
+        return {"amount": float(w["amount"]), "unit": w["unit"]}
+    return None
 
 
 def _block_marks(raw: Path, warnings: list[str]) -> int | None:

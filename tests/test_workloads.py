@@ -102,7 +102,10 @@ def build_output():
 
 
 def check_schema(doc, name, seed):
-    assert set(doc) == {"workload", "seed", "params", "elapsed_s", "metrics"}
+    assert set(doc) == {"workload", "seed", "params", "elapsed_s", "work", "metrics"}
+    # every shipped workload and the README's example say what one run did
+    assert set(doc["work"]) == {"amount", "unit"} and doc["work"]["amount"] > 0, doc["work"]
+    assert isinstance(doc["work"]["unit"], str) and doc["work"]["unit"]
     assert doc["workload"] == name
     assert doc["seed"] == seed and isinstance(doc["seed"], int)
     assert isinstance(doc["params"], dict)
@@ -268,7 +271,7 @@ def test_dry_run(build_output, name):
         r = run(name, "--json", "--dry-run", "--seed", seed)
         assert r.returncode == 0, r.stderr
         doc = json.loads(r.stdout)
-        assert doc["dry_run"] is True and doc["metrics"] == {}
+        assert doc["dry_run"] is True and doc["metrics"] == {} and doc["work"] is None
         assert doc["workload"] == name and doc["seed"] == int(seed)
         outs.append(doc["params"])
     assert outs[0] == outs[1]

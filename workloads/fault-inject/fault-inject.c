@@ -103,6 +103,7 @@ static int run(void)
 
 	wl_param_u64("checksum", sum);
 	wl_set_elapsed(el);
+	wl_work(n, "step");
 	wl_metric("ns_per_iteration", el * 1e9 / n, "ns", "lower");
 	return 0;
 }

@@ -60,6 +60,7 @@ static int run(void)
 	double el = (wl_now_ns() - t0) / 1e9;
 
 	wl_set_elapsed(el);
+	wl_work(n, "spawn");
 	wl_metric("spawns_per_s", n / el, "1/s", "higher");
 	wl_metric("spawn_p50_us", wl_samples_pct(lat, 50), "us", "lower");
 	wl_metric("spawn_p99_us", wl_samples_pct(lat, 99), "us", "lower");

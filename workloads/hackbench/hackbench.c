@@ -131,6 +131,7 @@ static int run(void)
 	for (n = 0; wl_continue(n); n++)
 		total += one_run();
 	wl_set_elapsed(total);
+	wl_work((double)msgs * n, "message");
 	wl_metric("time_s", total / n, "s", "lower");
 	wl_metric("messages_per_s", msgs * n / total, "1/s", "higher");
 	return 0;

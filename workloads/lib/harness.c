@@ -39,10 +39,12 @@ static struct {
 	uint64_t iterations;		/* 0: no iteration bound */
 	double deadline;		/* set on the first wl_continue() */
 	double elapsed;			/* < 0: not set by the workload */
+	double work;			/* < 0: not set by the workload */
+	const char *work_unit;
 	struct wl_rng rng;
 	struct item params[WL_MAX_ITEMS], metrics[WL_MAX_ITEMS];
 	int nparams, nmetrics;
-} H = { .seed = 1, .elapsed = -1 };
+} H = { .seed = 1, .elapsed = -1, .work = -1 };
 
 /* ------------------------------------------------------------------ */
 /* PRNG: xoshiro256** seeded with splitmix64 */
@@ -123,6 +125,14 @@ double wl_now_s(void)
 void wl_set_elapsed(double seconds)
 {
 	H.elapsed = seconds;
+}
+
+void wl_work(double amount, const char *unit)
+{
+	if (!isfinite(amount) || amount < 0)
+		wl_die("work amount %g is not a finite number >= 0", amount);
+	H.work = amount;
+	H.work_unit = unit;
 }
 
 bool wl_dry_run(void)
@@ -360,6 +370,13 @@ static void print_json(double elapsed)
 	fprintf(f, "}, \"elapsed_s\": %.6f, ", elapsed);
 	if (H.dry_run)
 		fputs("\"dry_run\": true, ", f);
+	if (H.work >= 0 && !H.dry_run) {
+		fprintf(f, "\"work\": {\"amount\": %.6g, \"unit\": ", H.work);
+		json_str(f, H.work_unit);
+		fputs("}, ", f);
+	} else {
+		fputs("\"work\": null, ", f);
+	}
 	fputs("\"metrics\": {", f);
 	for (int i = 0; i < H.nmetrics; i++) {
 		const struct item *m = &H.metrics[i];
@@ -389,6 +406,8 @@ static void print_human(double elapsed)
 		fputc('\n', f);
 	}
 	fprintf(f, "  %-28s %.6f\n", "elapsed_s", elapsed);
+	if (H.work >= 0 && !H.dry_run)
+		fprintf(f, "  %-28s %.6g %s\n", "work", H.work, H.work_unit);
 	for (int i = 0; i < H.nmetrics; i++) {
 		const struct item *m = &H.metrics[i];
 

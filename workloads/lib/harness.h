@@ -81,6 +81,10 @@ double wl_now_s(void);
 /* elapsed_s reported in the output: set by the workload around its
  * measured phase; if never set, the harness reports the run() time. */
 void wl_set_elapsed(double seconds);
+/* The work the measured phase did, in the unit a reader counts it in
+ * ("MiB", "syscall", "fault"): whole-run counts such as the TLB model's
+ * are reported per unit of it. Singular unit names. */
+void wl_work(double amount, const char *unit);
 
 /* ---- latency samples (reservoir-capped, percentiles) ---- */
 struct wl_samples;

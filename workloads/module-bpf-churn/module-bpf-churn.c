@@ -252,6 +252,7 @@ static int run(void)
 			wl_die_errno("churn file %s", name);
 	}
 	wl_set_elapsed(wl_now_s() - t0);
+	wl_work(mdone + bdone, "load");
 
 	/* (c) direct-map state with the aged pipes and kept programs alive */
 	wl_dmap_read(&after);

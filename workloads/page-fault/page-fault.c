@@ -53,6 +53,7 @@ static int run(void)
 	long faults = minflt() - f0;
 
 	wl_set_elapsed(el);
+	wl_work(faults, "fault");
 	wl_metric("faults_per_s", faults / el, "1/s", "higher");
 	wl_metric("mib_per_s", n * size_mib / el, "MiB/s", "higher");
 	wl_metric("iteration_p99_ms", wl_samples_pct(lat, 99), "ms", "lower");

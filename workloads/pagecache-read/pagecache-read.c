@@ -86,6 +86,7 @@ static int run(void)
 		rand_t += (wl_now_ns() - t1) / 1e9;
 	}
 	wl_set_elapsed(wl_now_s() - t0);
+	wl_work(n * (size_mib + bytes / 1048576.0), "MiB");
 	close(fd);
 	wl_metric("seq_mib_per_s", n * size_mib / seq_t, "MiB/s", "higher");
 	wl_metric("rand_mib_per_s", n * (bytes / 1048576.0) / rand_t, "MiB/s", "higher");

@@ -49,6 +49,7 @@ static int run(void)
 	if (!WIFEXITED(st) || WEXITSTATUS(st))
 		wl_die("echo child failed (status 0x%x)", st);
 	wl_set_elapsed(el);
+	wl_work(n, "round trip");
 	wl_metric("round_trips_per_s", n / el, "1/s", "higher");
 	wl_metric("rtt_p50_us", wl_samples_pct(rtt, 50), "us", "lower");
 	wl_metric("rtt_p99_us", wl_samples_pct(rtt, 99), "us", "lower");

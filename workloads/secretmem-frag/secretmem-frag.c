@@ -132,6 +132,7 @@ static int run(void)
 	free(maps);
 	free(buf);
 	wl_set_elapsed(touch_s + read_s);
+	wl_work(n * file_mib, "MiB");
 	wl_metric("secret_faults_per_s", regions * (rsize / pg) / touch_s, "1/s", "higher");
 	wl_metric("pread_mib_per_s", n * file_mib / read_s, "MiB/s", "higher");
 	wl_dmap_delta_metrics(&before, &after, 1u << WL_DM_4K | 1u << WL_DM_L2);
