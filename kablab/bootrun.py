@@ -126,6 +126,7 @@ def block_meta(boot: Mapping[str, Any], spec: Mapping[str, Any], status: str,
     meta.update({
         "workload": name,
         "primary_metric": spec.get("primary_metric") or None,
+        "model_measure": spec.get("model_measure") or None,
         "binary": {"name": name, "sha256": boot["sha256"].get(name), "args": list(spec["argv"])},
         "runner": {"runs": int(spec["runs"]), "warmup": int(spec["warmup"]),
                    "timeout_s": int(spec["timeout_s"]), "perf_events": list(boot["perf_events"])},

@@ -406,6 +406,7 @@ def collect(raw_dir: str | Path) -> dict[str, Any]:
         "variant": meta["variant"],
         "workload": meta["workload"],
         "primary_metric": meta["primary_metric"] if isinstance(meta.get("primary_metric"), str) else None,
+        "model_measure": meta["model_measure"] if isinstance(meta.get("model_measure"), str) else None,
         "block": block,
         "order_index": _int_or_none(meta.get("order_index")),
         "status": status,

@@ -384,9 +384,15 @@ def provenance(doc):
                        for f in doc.get("findings") or []}}
 
 
-def host_lines(results):
+# A campaign with the TLB model has an answer about TLBs where TCG has none.
+MODELLED = {"TCG: timings emulated, TLB differences not measurable":
+            "TCG: modelled TLB, emulated time (timings say nothing about hardware TLBs)"}
+
+
+def host_lines(results, modelled=False):
     """One {host, summary, accepted, invalidates} per (host, summary) seen in
-    the results' provenance, for the report's first screen."""
+    the results' provenance, for the report's first screen; `modelled`: the
+    campaign ran the TLB model, which answers what TCG cannot measure."""
     seen = {}
     for r in results:
         h = r.get("host") or {}
@@ -394,8 +400,9 @@ def host_lines(results):
         if not d.get("summary"):
             continue
         bad = sorted(c for c, f in (d.get("checks") or {}).items() if f.get("verdict") == INVALID)
-        key = (h.get("name"), d["summary"])
-        seen.setdefault(key, {"host": h.get("name") or "?", "summary": d["summary"],
+        summ = MODELLED.get(d["summary"], d["summary"]) if modelled else d["summary"]
+        key = (h.get("name"), summ)
+        seen.setdefault(key, {"host": h.get("name") or "?", "summary": summ,
                               "accepted": list(d.get("accepted") or []), "invalidates": bad})
     return list(seen.values())
 

@@ -114,24 +114,35 @@ def _ops(run: dict[str, Any]) -> float | None:
     return None
 
 
-def _model_rows(model: Any, ops: float | None, wl: str, v: str, bid: Any, r: dict[str, Any],
+def _model_rows(run: dict[str, Any], wl: str, v: str, bid: Any, r: dict[str, Any],
                 mds: dict, seen: dict, slots: dict) -> None:
     """One run's modelled TLB values (kablab.tlbmodel.PANEL_MEASURES) into the
-    matrix: per kilo-instruction of the same mode, and per operation."""
-    for name, (miss, insns) in tlbmodel.panel_values(model).items():
-        for per, denom in (("kinstr", insns / 1000.0), ("op", ops)):
-            if not denom:
-                continue
-            key = (wl, f"{name}/{per}", "modelled")
-            seen.setdefault(key, {}).setdefault(v, set())
-            md = mds.get(key)
-            if md is None:
-                md = mds[key] = MetricData(wl, key[1], "misses", "lower", "model")
-            slot = slots.get((key, v, bid))
-            if slot is None:
-                slot = slots[(key, v, bid)] = BootValues(v, bid, r["block"], r["host"].get("name"))
-                md.boots.setdefault(v, []).append(slot)
-            slot.runs.append(miss / denom)
+    matrix, per unit of the run's work (tlbmodel.normalised)."""
+    for name, (per, value) in tlbmodel.normalised(run.get("model"), run.get("work")).items():
+        key = (wl, f"{name} {per}", "modelled")
+        seen.setdefault(key, {}).setdefault(v, set())
+        md = mds.get(key)
+        if md is None:
+            md = mds[key] = MetricData(wl, key[1], "walks" if "walks" in name else "misses",
+                                       "lower", "model")
+        slot = slots.get((key, v, bid))
+        if slot is None:
+            slot = slots[(key, v, bid)] = BootValues(v, bid, r["block"], r["host"].get("name"))
+            md.boots.setdefault(v, []).append(slot)
+        slot.runs.append(value)
+
+
+def _measure_name(measure: str) -> str | None:
+    """The tlbmodel.PANEL_MEASURES name a modelled row's measure starts with
+    ("direct-map dTLB walks per MiB" -> "direct-map dTLB walks")."""
+    names = [n for n in tlbmodel.MEASURE_NAMES if measure.startswith(n + " ")]
+    return max(names, key=len) if names else None
+
+
+def _measure_rank(measure: str) -> int:
+    """Modelled rows in tlbmodel.PANEL_MEASURES' reading order (walks first)."""
+    name = _measure_name(measure)
+    return tlbmodel.MEASURE_NAMES.index(name) if name else len(tlbmodel.MEASURE_NAMES)
 
 
 def tlb_matrix(camp: Campaign, an: Analysis) -> dict[str, Any]:
@@ -156,7 +167,7 @@ def tlb_matrix(camp: Campaign, an: Analysis) -> dict[str, Any]:
             if not run["included"]:
                 continue
             ops = _ops(run)
-            _model_rows(run.get("model"), ops, wl, v, bid, r, mds, seen, slots)
+            _model_rows(run, wl, v, bid, r, mds, seen, slots)
             for source, block in (("measured", run.get("perf")),):
                 ev = _events(block)
                 if not ev:
@@ -200,7 +211,7 @@ def tlb_matrix(camp: Campaign, an: Analysis) -> dict[str, Any]:
     for c in comps.values():
         c.family = c.family.replace("secondary", "TLB")
     rows = []
-    for key in sorted(seen, key=lambda k: (k[0], k[2] != "measured", k[1])):
+    for key in sorted(seen, key=lambda k: (k[0], k[2] != "measured", _measure_rank(k[1]), k[1])):
         wl, measure, source = key
         md = mds.get(key)
         cells = []
@@ -220,7 +231,8 @@ def tlb_matrix(camp: Campaign, an: Analysis) -> dict[str, Any]:
                                if finite(s.cov_boot) else f"{s.n_boots} boot(s)"),
                     "change": None}
             if v != baseline:
-                cell["change"] = verdict_cell(comps.get((key, v)), "no comparison")
+                cell["comparison"] = comps.get((key, v))
+                cell["change"] = verdict_cell(cell["comparison"], "no comparison")
                 cell["cls"] = cell["change"]["cls"] if cell["change"]["tested"] else ""
             cells.append(cell)
         rows.append({"workload": wl, "measure": measure, "source": source, "cells": cells})
@@ -252,5 +264,96 @@ def tlb_matrix_text(tm: dict[str, Any], width: int = 100) -> list[str]:
                     line += f"  {ch['pct']} {ch['interval']} {ch['mark']}".rstrip()
                 elif ch:
                     line += f"  {ch['text']}"
+            out.append(line if len(line) <= width else line[:width - 1] + "~")
+    return out
+
+
+# ---------------------------------------------------------- modelled verdicts
+
+def ratio_text(c: Comparison) -> tuple[str, str]:
+    """A tested comparison on the log scale as the ratio new/baseline and its
+    deciding interval ("x4512", "[x3105, x6556]"): walks change by orders of
+    magnitude, where a % change below -100 % reads badly. Raw-scale
+    comparisons (a boot with 0) keep the % change."""
+    if c.scale != "log" or not finite(c.pct):
+        return f"{c.pct:+.2f}%", c.interval()
+    sign = 1.0 if c.better == "higher" else -1.0
+
+    def r(pct: float) -> float:
+        return 1.0 + sign * pct / 100.0
+    lo, hi = sorted((r(c.lo), r(c.hi)))
+
+    def x(v: float) -> str:
+        return f"\u00d7{v:.3g}" if v < 1000 else f"\u00d7{v:,.0f}"
+    return x(r(c.pct)), (f"[{x(lo)}, {x(hi)}]" if finite(lo) and finite(hi) else "n/a")
+
+
+def model_matrix(camp: Campaign, an: Analysis, tm: dict[str, Any]) -> dict[str, Any] | None:
+    """The first screen of a campaign with the TLB model: workload x kernel on
+    each workload's modelled measure (its result's `model_measure`, else
+    tlbmodel.DEFAULT_MEASURE) per unit of its work, from the tlb_matrix rows
+    (same per-boot values and tests: boots are the unit). None when no
+    result of the campaign has modelled counts."""
+    rows_by_wl: dict[str, list[dict[str, Any]]] = {}
+    for r in tm["rows"]:
+        if r["source"] == "modelled":
+            rows_by_wl.setdefault(r["workload"], []).append(r)
+    modelled = any(isinstance(r.get("tlb_model"), dict) for r in camp.results)
+    if not rows_by_wl and not modelled:
+        return None
+    wanted = {}
+    for r in camp.results:
+        wanted.setdefault(r["workload"], r.get("model_measure") or tlbmodel.DEFAULT_MEASURE)
+    cols = an.variants[1:]
+    rows = []
+    for wl in an.workloads:
+        measure = wanted.get(wl, tlbmodel.DEFAULT_MEASURE)
+        match = [r for r in rows_by_wl.get(wl, []) if _measure_name(r["measure"]) == measure]
+        if not match:
+            why = ("no run of this workload has modelled counts" if wl not in rows_by_wl else
+                   f"the plugin's records do not count {measure}")
+            rows.append({"workload": wl, "measure": measure, "base": "", "base_spread": "",
+                         "cells": [{"tested": False, "text": f"not tested: {why}", "cls": "na",
+                                    "value": "", "ratio": "", "interval": "", "mark": "",
+                                    "boots": "", "note": ""} for _ in cols]})
+            continue
+        row = match[0]
+        base = row["cells"][0]
+        cells = []
+        for v, c in zip(an.variants[1:], row["cells"][1:]):
+            comp: Comparison | None = c.get("comparison")
+            cell = dict(c.get("change") or verdict_cell(None, c["text"] or "no value"))
+            cell["value"] = c["value"]
+            cell["ratio"], cell["interval_x"] = ratio_text(comp) if comp and cell["tested"] else ("", "")
+            if cell["tested"] and cell["mark"]:
+                cell["mark"] = "\u25b2 fewer" if comp and comp.direction == "better" else "\u25bc more"
+            if not cell["tested"] and c["text"]:
+                cell["text"] = c["text"] if c["text"].startswith("not ") else f"not tested: {c['text']}"
+            cells.append(cell)
+        rows.append({"workload": wl, "measure": row["measure"], "base": base["value"] or "",
+                     "base_spread": base["spread"] or base["text"], "cells": cells})
+    return {"baseline": an.baseline, "cols": cols, "rows": rows, "label": tm.get("model_label")}
+
+
+def model_matrix_text(mm: dict[str, Any], width: int = 100) -> list[str]:
+    """Plain-text modelled verdict matrix: one line per workload x kernel."""
+    out = [f"Modelled TLB verdicts vs {mm['baseline']}: each workload's modelled measure per unit"[:width],
+           "of its work; kernel value, ratio to the baseline [deciding interval], marker only when",
+           "flagged (fewer/more), boots base/new."]
+    if mm.get("label"):
+        out.append(f"  {mm['label']}"[:width])
+    if not mm["cols"]:
+        return out + ["  no comparison: only one kernel"]
+    for r in mm["rows"]:
+        head = f"  {r['workload']}: {r['measure']}"
+        if r["base"]:
+            head += f"; {mm['baseline']} {r['base']} ({r['base_spread']})"
+        out.append(head[:width])
+        for v, c in zip(mm["cols"], r["cells"]):
+            if c["tested"]:
+                line = (f"    {v:<10} {c['value']:>10} {c['ratio']:>8} {c['interval_x']:<22} "
+                        f"{(c['mark'] or '-'):<8} {c['boots']}")
+            else:
+                line = f"    {v:<10} {(c['value'] or '') + ' ' if c.get('value') else ''}{c['text']}"
             out.append(line if len(line) <= width else line[:width - 1] + "~")
     return out

@@ -15,7 +15,7 @@ import jinja2
 from . import __version__, doctor, hostnoise
 from .fmt import STAT_ROWS, count, finite, num
 from .load import Campaign
-from .panels import tlb_matrix, verdict_matrix
+from .panels import model_matrix, tlb_matrix, verdict_matrix
 from .plots import distribution_svg, forest_svg
 from .stats import (METHOD_NOTE, TLB_EVENTS, Analysis, _clean, analyse, boot_id, pct_change,
                     perf_summary)
@@ -23,7 +23,25 @@ from .textreport import lkp_text, row_change, summary_text
 from .util import atomic_write_json, atomic_write_text
 
 TCG_BANNER = ("Emulated CPU (TCG): timings do not reflect hardware TLB behaviour; "
-              "direct-map state is real")
+             "direct-map state is real")
+MODEL_BANNER = ("Modelled TLB, emulated time: the TLB figures come from the TLB model (counted "
+                "on each guest's own page tables); timings are TCG emulation; direct-map "
+                "state is real")
+# What a reader of modelled figures must know (tlbmodel/README.md, the review's
+# caveats), in one paragraph under the modelled verdicts.
+MODEL_CAVEATS = (
+    "Modelled, not measured: a Golden Cove-like core (the parameters above) counts the "
+    "translations, L1 misses and page walks (STLB misses) of the architecturally executed "
+    "kernel-half accesses of one vCPU, under QEMU TCG with -icount, on guests booted with "
+    "nokaslr no5lvl nopcid norandmaps. No speculation, no TLB prefetch, no walk cost: walks "
+    "are not comparable with perf's dTLB-load-misses, and the model gives no cycles. Compare "
+    "kernels under one parameter set; absolute values depend on the geometry. L1 misses "
+    "depend on the L1 geometry and include user-store pressure: read walks first. "
+    "\"Kernel\" and \"user\" are the two halves of the address space, not the CPU's "
+    "privilege level; user translations are taken as 4k. Per-kinstr rows count each TCG "
+    "`rep` iteration as one instruction (not MPKI). Each run's window spans the whole "
+    "workload process (and perf), so counts are per unit of the work the workload reports, "
+    "with everything else the guest did meanwhile. Boots are the unit, as for times.")
 DM_FIELDS = ("DirectMap4k", "DirectMap2M", "DirectMap1G", "direct_map_level2_splits",
              "direct_map_level3_splits")
 DM_LABELS = {"DirectMap4k": "DirectMap4k kB", "DirectMap2M": "DirectMap2M kB",
@@ -380,7 +398,8 @@ def build_context(camp: Campaign, an: Analysis) -> dict[str, Any]:
     return {
         "campaign": first, "generated_at": datetime.now(timezone.utc).strftime(
             "%Y-%m-%d %H:%M:%SZ"), "version": __version__,
-        "tcg": tcg, "tcg_banner": TCG_BANNER, "baseline": an.baseline, "variants": an.variants,
+        "tcg": tcg, "tcg_banner": TCG_BANNER, "model_caveats": MODEL_CAVEATS,
+        "baseline": an.baseline, "variants": an.variants,
         "n_comparisons": len(an.comparisons), "invalid": camp.invalid,
         "method_note": METHOD_NOTE, "noise_rows": noise_rows(an),
         "overhead": an.overhead, "wrapper_rows": wrapper_rows(an),
@@ -427,6 +446,10 @@ def render_campaign(camp: Campaign, out_dir: str | Path | None = None) -> dict[s
     sections = workload_sections(an, camp)
     ctx["verdict_matrix"] = verdict_matrix(an, {s["name"]: s["anchor"] for s in sections})
     ctx["tlb_matrix"] = tlb_matrix(camp, an)
+    ctx["model_matrix"] = model_matrix(camp, an, ctx["tlb_matrix"])
+    if ctx["model_matrix"] is not None:
+        ctx["tcg_banner"] = MODEL_BANNER
+        ctx["host_lines"] = doctor.host_lines(camp.results, modelled=True)
     ctx.update({"sections": sections, "forest": forest_svg(an),
                 "tlb": tlb_tables(an, camp), "prov": provenance(camp, an),
                 "verdicts": [(wl, an.verdict(wl)) for wl in an.workloads]})

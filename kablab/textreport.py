@@ -10,7 +10,7 @@ import textwrap
 from typing import Any
 
 from .fmt import STAT_ROWS, finite, num, pct, trunc
-from .panels import tlb_matrix_text, verdict_matrix_text
+from .panels import model_matrix_text, tlb_matrix_text, verdict_matrix_text
 from .stats import Analysis, Comparison, Summary
 
 WIDTH = 100
@@ -101,18 +101,27 @@ def summary_text(an: Analysis, ctx: dict[str, Any]) -> str:
     camp = ctx["campaign"]
     out.append(trunc(f"kablab comparison - campaign {camp.get('id')} (profile "
                      f"{camp.get('profile')}, seed {camp.get('seed')})", WIDTH))
-    if ctx["tcg"]:
+    if ctx["tcg"] or ctx.get("model_matrix") is not None:
         out += _wrap("!! " + ctx["tcg_banner"], "   ")
     for h in ctx.get("host_lines", []):
         out += _wrap(f"host {h['host']}: {h['summary']}", "   ")
     out += _wrap(f"Baseline: {an.baseline}. Boots per kernel: " + ", ".join(
         f"{v} {n}" for v, n in ctx["boots_per_kernel"].items()) + ".")
     out.append("")
-    out.append("== verdicts ".ljust(WIDTH, "="))
+    mm = ctx.get("model_matrix")
+    if mm is not None:
+        out.append("== modelled TLB verdicts ".ljust(WIDTH, "="))
+        out += model_matrix_text(mm, WIDTH)
+        out += _wrap(ctx["model_caveats"], "  ")
+        out.append("")
+        out += directmap_lines(ctx["directmap_rows"])
+        out.append("")
+    out.append(("== time verdicts (emulated) " if mm is not None else "== verdicts ").ljust(WIDTH, "="))
     out += verdict_matrix_text(ctx["verdict_matrix"], WIDTH)
     out.append("")
-    out += directmap_lines(ctx["directmap_rows"])
-    out.append("")
+    if mm is None:
+        out += directmap_lines(ctx["directmap_rows"])
+        out.append("")
     out += _wrap("Method: " + ctx["method_note"])
     out += _wrap("Tables: Min/Stddev/CoeffVar/Max are over all runs, descriptive only, (x.xx%) vs "
                  "the baseline with positive = better; Gmean is the tested quantity (geometric "
@@ -239,7 +248,7 @@ def lkp_text(an: Analysis, ctx: dict[str, Any]) -> str:
     out: list[str] = []
     camp = ctx["campaign"]
     out.append(trunc(f"kablab LKP-style comparison - campaign {camp.get('id')}", WIDTH))
-    if ctx["tcg"]:
+    if ctx["tcg"] or ctx.get("model_matrix") is not None:
         out += _wrap("!! " + ctx["tcg_banner"], "   ")
     out += _wrap("%change is raw (new - old) / old like LKP (NOT better-adjusted) of the "
                  "per-boot geometric means; %stddev = CoV between boots; * = flagged (see "

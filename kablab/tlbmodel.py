@@ -158,20 +158,32 @@ def per_kinsn(counts: dict[str, Any], mode: str, tlb: str, key: str,
     return 1000 * sum(_c(counts, mode, tlb, s, key) for s in sizes) / insns
 
 
-# The report's modelled rows (kablab/panels.py tlb_matrix): name, mode,
-# TLB, counter, mapping size (None: all sizes). Per kilo-instruction of the
-# same mode, and per operation where the workload counts operations.
+# The report's modelled measures (kablab/panels.py), in reading order:
+# walks (STLB misses: what a variant's page tables change) before L1
+# misses (parameter-sensitive, review D2), the direct map's own next to
+# all of the kernel's. Each is divided by the run's work (harness
+# wl_work: per MiB, per syscall); a run without work falls back to per
+# 1000 instructions of the same mode, which under TCG counts every `rep`
+# iteration as one instruction (not MPKI: tlbmodel/README.md).
+# name, mode, TLB, counter, mapping size (None: all sizes).
 PANEL_MEASURES = (
+    ("direct-map dTLB walks", "kernel", DIRECT_MAP, "walks", None),
+    ("kernel dTLB walks", "kernel", "dtlb", "walks", None),
+    ("kernel iTLB walks", "kernel", "itlb", "walks", None),
+    ("direct-map dTLB L1 misses", "kernel", DIRECT_MAP, "l1_miss", None),
     ("kernel dTLB L1 misses", "kernel", "dtlb", "l1_miss", None),
     ("kernel dTLB L1 misses 4k", "kernel", "dtlb", "l1_miss", "4k"),
     ("kernel dTLB L1 misses 2M", "kernel", "dtlb", "l1_miss", "2m"),
-    ("kernel dTLB walks", "kernel", "dtlb", "walks", None),
-    ("kernel direct-map dTLB L1 misses", "kernel", DIRECT_MAP, "l1_miss", None),
-    ("kernel direct-map dTLB walks", "kernel", DIRECT_MAP, "walks", None),
     ("kernel iTLB L1 misses", "kernel", "itlb", "l1_miss", None),
-    ("user dTLB L1 misses", "user", "dtlb", "l1_miss", None),
     ("user dTLB walks", "user", "dtlb", "walks", None),
+    ("user dTLB L1 misses", "user", "dtlb", "l1_miss", None),
 )
+MEASURE_NAMES = tuple(m[0] for m in PANEL_MEASURES)
+# What the modelled verdict matrix shows for a workload that names no
+# measure of its own (workload_<name>_model_measure): the translations
+# the variants map differently.
+DEFAULT_MEASURE = "direct-map dTLB walks"
+PER_KINSTR = "per kinstr (TCG)"
 
 
 def panel_values(model: dict[str, Any] | None) -> dict[str, tuple[float, float]]:
@@ -186,6 +198,22 @@ def panel_values(model: dict[str, Any] | None) -> dict[str, tuple[float, float]]
         sizes = (size,) if size else SIZES
         out[name] = (float(sum(_c(counts, mode, tlb, s, key) for s in sizes)),
                      float(counts.get(mode, {}).get("insns", 0) or 0))
+    return out
+
+
+def normalised(model: dict[str, Any] | None,
+               work: dict[str, Any] | None) -> dict[str, tuple[str, float]]:
+    """A run's modelled measures per unit of its work: measure name ->
+    ("per <unit>", value); per 1000 instructions of the measure's mode
+    (PER_KINSTR) when the run reports no work. Measures the record does not
+    count, and a zero denominator, give no entry."""
+    amount = work.get("amount") if isinstance(work, dict) else None
+    out = {}
+    for name, (count, insns) in panel_values(model).items():
+        if isinstance(amount, (int, float)) and amount > 0:
+            out[name] = (f"per {work['unit']}", count / amount)
+        elif insns > 0:
+            out[name] = (PER_KINSTR, 1000.0 * count / insns)
     return out
 
 

@@ -19,6 +19,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from .tlbmodel import DEFAULT_MEASURE, MEASURE_NAMES
+
 SEED_MAX = 2**64 - 1          # the harness's --seed is a uint64
 
 KCONFIG_RE = re.compile(
@@ -103,8 +105,8 @@ def workload_spec(name: str, profile: str, seed, settings: dict, runs=3, warmup=
     preflight checks them: the role's defaults (roles/workload_<name>/
     defaults/main.yml) overlaid with the user's workload_<name>_* variables.
 
-    Returns {"name", "var", "argv", "timeout_s", "primary_metric", "runs",
-    "warmup", "prepare", "error"}. argv (without --json) is the profile's
+    Returns {"name", "var", "argv", "timeout_s", "primary_metric",
+    "model_measure", "runs", "warmup", "prepare", "error"}. argv (without --json) is the profile's
     arguments, then workload_<name>_args_always with each "{setting}"
     replaced by workload_<name>_<setting>, then --seed: exactly what the
     guest runs. runs and warmup default to the campaign's. error is None or
@@ -112,7 +114,7 @@ def workload_spec(name: str, profile: str, seed, settings: dict, runs=3, warmup=
     prefix = "workload_" + name.replace("-", "_") + "_"
     var = prefix + "args"
     spec = {"name": name, "var": var, "argv": [], "timeout_s": None, "primary_metric": None,
-            "runs": None, "warmup": None, "prepare": "", "error": None}
+            "model_measure": None, "runs": None, "warmup": None, "prepare": "", "error": None}
 
     def bad(msg: str) -> dict:
         spec["error"] = msg
@@ -142,10 +144,13 @@ def workload_spec(name: str, profile: str, seed, settings: dict, runs=3, warmup=
     metric = settings.get(prefix + "primary_metric")
     if not isinstance(metric, str) or not metric:
         return bad(f"{prefix}primary_metric must name the metric of the headline verdict (got {metric!r})")
+    measure = settings.get(prefix + "model_measure", DEFAULT_MEASURE)
+    if measure not in MEASURE_NAMES:
+        return bad(f"{prefix}model_measure must be one of {list(MEASURE_NAMES)} (got {measure!r})")
     prepare = settings.get(prefix + "prepare", "") or ""
     if not isinstance(prepare, str) or not re.fullmatch(r"[A-Za-z0-9_]*", prepare):
         return bad(f"{prefix}prepare must name a tasks file of roles/{prefix[:-1]}/tasks/ (got {prepare!r})")
-    spec.update(primary_metric=metric, prepare=prepare,
+    spec.update(primary_metric=metric, model_measure=measure, prepare=prepare,
                 argv=[str(a) for a in args] + extra + ["--seed", str(seed)])
     return spec
 

@@ -183,13 +183,14 @@ def test_tlb_matrix_modelled_rows(tmp_path: Path) -> None:
     attrs = parse(html).rows_attrs["tlb"][1:]
     assert {a["data-source"] for a in attrs} == {"modelled"}
     measures = {a["data-measure"] for a in attrs}
-    assert {"kernel dTLB L1 misses 4k/kinstr", "kernel dTLB L1 misses 2M/kinstr",
-            "kernel dTLB walks/kinstr", "user dTLB L1 misses/kinstr"} <= measures
+    # the synthetic runs report no work: per 1000 instructions, said as TCG's
+    assert {f"kernel dTLB L1 misses 4k {tlbmodel.PER_KINSTR}", f"kernel dTLB L1 misses 2M {tlbmodel.PER_KINSTR}",
+            f"kernel dTLB walks {tlbmodel.PER_KINSTR}", f"user dTLB L1 misses {tlbmodel.PER_KINSTR}"} <= measures
     assert "(modelled)" in html
     assert "modelled: QEMU TCG, goldencove (l1d 4k 96x6w" in html
     rows = {(r[0], r[1]): r[2:] for r in parse(html).tables["tlb"][1:]}
     # 3101 misses over 16.06 M kernel instructions = 0.193 per kinstr on stock
-    stock = [v for (wl, m), v in rows.items() if m.startswith("kernel dTLB L1 misses 4k/")][0]
+    stock = [v for (wl, m), v in rows.items() if m.startswith("kernel dTLB L1 misses 4k per")][0]
     assert stock[0].startswith("0.193"), stock
     txt = (camp / "summary.txt").read_text(encoding="utf-8")
     assert "(modelled) rows: modelled: QEMU TCG, goldencove" in txt
@@ -197,9 +198,10 @@ def test_tlb_matrix_modelled_rows(tmp_path: Path) -> None:
 
 def test_tlb_matrix_direct_map_rows_from_real_records(tmp_path: Path) -> None:
     """Each kernel's runs carry its own real plugin record (stock's and
-    split4k's 16 MiB reads under -icount, tests/fixtures/tlbmodel): the
-    direct-map rows appear and split4k's direct-map walks per kinstr are
-    hundreds of times stock's."""
+    split4k's 16 MiB reads under -icount, tests/fixtures/tlbmodel) and the
+    work those runs did (16 MiB read): the direct-map rows come per MiB,
+    walks before L1 misses, split4k's walks hundreds of times stock's, and
+    the modelled verdict matrix leads the first screen with that ratio."""
     import json
     from kablab import tlbmodel
     fix = Path(__file__).resolve().parents[1] / "fixtures" / "tlbmodel"
@@ -211,20 +213,38 @@ def test_tlb_matrix_direct_map_rows_from_real_records(tmp_path: Path) -> None:
         doc = json.loads(f.read_text())
         for run in doc["runs"]:
             run["model"] = tlbmodel.model_block(tlbmodel.runs_by_id(recs[doc["variant"]])[1])
+            # a boot's runs differ by a few walks, as real boots do
+            run["work"] = {"amount": 16.0 - 0.01 * (run["index"] + doc["block"] * len(doc["variant"]) % 3),
+                           "unit": "MiB"}
         doc["tlb_model"] = {"enabled": True, "params": params,
                             "label": tlbmodel.params_label(params, "shift=0")}
         f.write_text(json.dumps(doc))
     render_campaign(load_campaign(camp))
     html = (camp / "index.html").read_text(encoding="utf-8")
-    measures = {a["data-measure"] for a in parse(html).rows_attrs["tlb"][1:]}
-    assert {"kernel direct-map dTLB walks/kinstr", "kernel direct-map dTLB L1 misses/kinstr"} <= measures
+    measures = [a["data-measure"] for a in parse(html).rows_attrs["tlb"][1:]
+                if a["data-workload"] == "pipe-pingpong"]
+    assert measures[:3] == ["direct-map dTLB walks per MiB", "kernel dTLB walks per MiB",
+                            "kernel iTLB walks per MiB"], measures
+    assert "direct-map dTLB L1 misses per MiB" in measures
     rows = {(r[0], r[1]): r[2:] for r in parse(html).tables["tlb"][1:]}
-    [walks] = [v for (wl, m), v in rows.items() if m.startswith("kernel direct-map dTLB walks/kinstr")][:1]
-    stock = tlbmodel.per_kinsn(tlbmodel.runs_by_id(recs["stock"])[1]["counts"], "kernel", tlbmodel.DIRECT_MAP, "walks")
-    split = tlbmodel.per_kinsn(tlbmodel.runs_by_id(recs["split4k"])[1]["counts"], "kernel", tlbmodel.DIRECT_MAP, "walks")
+    walks = rows[("pipe-pingpong", "direct-map dTLB walks per MiB (modelled)")]
+    stock = tlbmodel.per_mib(tlbmodel.runs_by_id(recs["stock"])[1]["counts"], "kernel", tlbmodel.DIRECT_MAP,
+                             "walks", 16)
+    split = tlbmodel.per_mib(tlbmodel.runs_by_id(recs["split4k"])[1]["counts"], "kernel", tlbmodel.DIRECT_MAP,
+                             "walks", 16)
     assert split > 100 * stock > 0
-    # cells: stock's value, then split4k's (0.0001636 and 0.1752 per kinstr)
-    assert walks[0].startswith(f"{stock:.4g}") and walks[1].startswith(f"{split:.4g}"), (walks, stock, split)
+    assert walks[0].startswith(f"{stock:.2g}") and walks[1].startswith(f"{split:.3g}"), (walks, stock, split)
+    # the first screen: modelled verdicts before the time verdicts, the model banner
+    assert html.index('id="model-matrix"') < html.index('id="verdict-matrix"')
+    assert "Modelled TLB, emulated time" in html and "TLB differences not measurable" not in html
+    model = {r[0]: r[1:] for r in parse(html).tables["model-matrix"][1:]}
+    measure, base, cell = model["pipe-pingpong"]
+    assert measure == "direct-map dTLB walks per MiB"
+    ratio = float(re.search(r"\u00d7([\d,.]+)", cell).group(1).replace(",", ""))
+    assert ratio == pytest.approx(split / stock, rel=0.05)
+    assert "\u25bc more" in cell
+    txt = (camp / "summary.txt").read_text(encoding="utf-8")
+    assert txt.index("== modelled TLB verdicts") < txt.index("== time verdicts (emulated)")
 
 
 def test_wrapper_time_only_in_provenance_and_plots_not_green_red(synth: Path) -> None:

@@ -121,4 +121,10 @@ def test_direct_map_figures_of_real_records() -> None:
     assert block["totals"]["kernel"]["dtlb_directmap_walks"] > 4000
     assert "dtlb_directmap_walks" not in block["totals"]["user"]
     values = tlbmodel.panel_values(block)
-    assert values["kernel direct-map dTLB walks"][0] == block["totals"]["kernel"]["dtlb_directmap_walks"]
+    assert values["direct-map dTLB walks"][0] == block["totals"]["kernel"]["dtlb_directmap_walks"]
+    per = tlbmodel.normalised(block, {"amount": 16, "unit": "MiB"})
+    assert per["direct-map dTLB walks"] == ("per MiB", block["totals"]["kernel"]["dtlb_directmap_walks"] / 16)
+    # no work reported: per 1000 instructions of the measure's mode, named as TCG's
+    unit, value = tlbmodel.normalised(block, None)["kernel dTLB walks"]
+    assert unit == tlbmodel.PER_KINSTR
+    assert value == pytest.approx(1000 * block["totals"]["kernel"]["dtlb_walks"] / block["totals"]["kernel"]["insns"])

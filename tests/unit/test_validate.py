@@ -167,7 +167,8 @@ def test_workload_spec_is_args_then_always_then_seed():
          "workload_syscall_mix_primary_metric": "ops_per_s"}
     assert workload_spec("syscall-mix", "smoke", 3, s, 5, 0) == {
         "name": "syscall-mix", "var": "workload_syscall_mix_args[smoke]", "argv": ["--iterations", "10", "--seed", "3"],
-        "timeout_s": 30, "primary_metric": "ops_per_s", "runs": 5, "warmup": 0, "prepare": "", "error": None}
+        "timeout_s": 30, "primary_metric": "ops_per_s", "model_measure": "direct-map dTLB walks",
+        "runs": 5, "warmup": 0, "prepare": "", "error": None}
     assert workload_argv("syscall-mix", "smoke", 3, s)["argv"] == ["--iterations", "10", "--seed", "3"]
     m = workload_spec("module-bpf-churn", "smoke", 1, {**_settings("module-bpf-churn"),
                                                        "workload_module_bpf_churn_guest_ko": "/g/k.ko"})
