@@ -20,8 +20,11 @@ import json
 import os
 import sys
 
-OK, NOISE, INVALID = "ok", "adds noise", "invalidates"
-VERDICTS = (OK, NOISE, INVALID)
+OK, NOISE, INVALID, UNKNOWN = "ok", "adds noise", "invalidates", "unknown"
+VERDICTS = (OK, NOISE, INVALID, UNKNOWN)
+# Where no PMU counts TLB misses in a guest, the TLB model does.
+MODEL_FIX = ("without one, the TLB model counts them: make smoke runs it where guests run under TCG "
+             "(kablab_tlb_model=auto), -e kablab_tlb_model=true anywhere")
 CHECKS = ("accel", "vpmu", "thp", "backing", "nx_huge_pages", "cpufreq", "smt", "isolated", "numa")
 
 # Guest memory backings (guest_domain_memory_backing). 'memfd' is QEMU's
@@ -110,7 +113,8 @@ def check_accel(probe):
     """The accelerator the lab's one boot probe (scripts/kablab-accel-probe)
     decided, from its record; this check does not probe again."""
     if not probe or probe.get("accel") not in ("kvm", "tcg"):
-        return finding("accel", NOISE, "no accel probe record yet (it is written on the first boot)",
+        return finding("accel", UNKNOWN, "accelerator unknown: no boot probe has run on this host yet "
+                       "(a campaign's run stage boots one and keeps its answer)",
                        "run make smoke once, then make doctor")
     reason = probe.get("reason", "")
     if probe["accel"] == "kvm":
@@ -132,10 +136,14 @@ def check_vpmu(root, accel):
     if not has_pmu:
         return finding("vpmu", INVALID, f"no hardware PMU on the host (event sources: {srcs}): "
                        "TLB events 'not supported' in guests",
-                       "use a host whose CPU exposes its PMU (bare metal, or a VM with vPMU)", TLB_COUNTERS)
+                       "use a host whose CPU exposes its PMU (bare metal, or a VM with vPMU); " + MODEL_FIX,
+                       TLB_COUNTERS)
+    if accel is None:
+        return finding("vpmu", UNKNOWN, "host PMU present; whether guests get a vPMU depends on the "
+                       "accelerator, unknown until a boot probe has run", "run make smoke once, then make doctor")
     if accel != "kvm":
         return finding("vpmu", INVALID, "host has a PMU but guests run under TCG, which has no vPMU",
-                       "make KVM usable (see accel)", TLB_COUNTERS)
+                       "make KVM usable (see accel); " + MODEL_FIX, TLB_COUNTERS)
     if enable is not None and enable not in ("Y", "1"):
         return finding("vpmu", INVALID, f"kvm.enable_pmu={enable}", "boot the host with kvm.enable_pmu=1",
                        TLB_COUNTERS)
@@ -359,14 +367,19 @@ SHORT = {
 }
 
 
+TCG_SUMMARY = "TCG: timings emulated, TLB counters unsupported (the TLB model counts them: kablab_tlb_model)"
+
+
 def summary(findings):
     """The short host line for the report's first screen."""
     by = {f["check"]: f for f in findings}
     parts = []
     if by.get("accel", {}).get("verdict") == INVALID:
         # Under TCG nothing else about the TLB matters.
-        return "TCG: timings emulated, TLB differences not measurable"
+        return TCG_SUMMARY
     parts = [SHORT[c] for c in ("vpmu", "backing", "nx_huge_pages") if by.get(c, {}).get("verdict") == INVALID]
+    if by.get("accel", {}).get("verdict") == UNKNOWN:
+        return "; ".join(["accelerator unknown (no boot probe yet)"] + parts)
     if not parts:
         noisy = [f["check"] for f in findings if f["verdict"] == NOISE]
         parts.append("KVM, host checks ok" + (f"; noise from {', '.join(noisy)}" if noisy else ""))
@@ -385,8 +398,9 @@ def provenance(doc):
 
 
 # A campaign with the TLB model has an answer about TLBs where TCG has none.
-MODELLED = {"TCG: timings emulated, TLB differences not measurable":
-            "TCG: modelled TLB, emulated time (timings say nothing about hardware TLBs)"}
+# (The first key is what results recorded before the model was the TCG default.)
+MODELLED = {key: "TCG: modelled TLB, emulated time (timings say nothing about hardware TLBs)"
+            for key in ("TCG: timings emulated, TLB differences not measurable", TCG_SUMMARY)}
 
 
 def host_lines(results, modelled=False):

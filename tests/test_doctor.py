@@ -20,7 +20,8 @@ def test_doctor_on_this_host_smoke_warns(tmp_path):
     assert verdicts["accel"] == "invalidates" and verdicts["vpmu"] == "invalidates"
     assert verdicts["nx_huge_pages"] == "ok" and verdicts["numa"] == "ok"
     assert doc["probe"]["accel"] == "tcg"
-    assert doc["summary"] == "TCG: timings emulated, TLB differences not measurable"
+    assert doc["summary"] == "TCG: timings emulated, TLB counters unsupported (the TLB model counts them: kablab_tlb_model)"
+    assert "kablab_tlb_model" in next(f["fix"] for f in doc["findings"] if f["check"] == "vpmu")
     # one printed line per check, each with its verdict
     for check in verdicts:
         assert f'"{check:<14} {verdicts[check]}' in run.output

@@ -43,7 +43,7 @@ def test_host_line_and_noise_per_boot(campaign_raw: Path, tmp_path: Path) -> Non
     html = (camp / "index.html").read_text(encoding="utf-8")
     line = html.index('class="note host-line"')
     assert html.index('id="verdicts"') < line < html.index('id="verdict-matrix"')
-    assert "TCG: timings emulated, TLB differences not measurable" in html[line:line + 400]
+    assert doctor.TCG_SUMMARY in html[line:line + 400]
     assert 'data-invalidates="accel,vpmu"' in html
     table = html[html.index('id="host-noise"'):]
     table = table[:table.index("</table>")]

@@ -27,7 +27,7 @@ def test_tcg_host_captured_here():
         "accel": "invalidates", "vpmu": "invalidates", "thp": "ok", "backing": "adds noise",
         "nx_huge_pages": "ok", "cpufreq": "ok", "smt": "ok", "isolated": "adds noise", "numa": "ok"}
     assert doctor.invalidating(f) == ["accel", "vpmu"]
-    assert doctor.summary(f) == "TCG: timings emulated, TLB differences not measurable"
+    assert doctor.summary(f) == doctor.TCG_SUMMARY
     assert "not supported" in f[1]["detail"]
     # every non-ok line names its fix
     assert all(x["fix"] for x in f if x["verdict"] != "ok")
@@ -78,7 +78,19 @@ def test_kvm_host_with_itlb_multihit_and_nx_huge_pages():
 
 
 def test_no_probe_record_yet():
-    assert doctor.check_accel(None)["verdict"] == "adds noise"
+    # before the first boot probe the accelerator is unknown, and so is the vPMU
+    accel = doctor.check_accel(None)
+    assert accel["verdict"] == "unknown" and "accelerator unknown" in accel["detail"]
+    root, _ = host("tcg-pvm-2cpu")
+    f = doctor.run_checks(root, None)
+    assert doctor.summary(f).startswith("accelerator unknown (no boot probe yet)")
+    assert "KVM" not in doctor.summary(f)
+
+
+def test_without_a_vpmu_the_fix_names_the_model():
+    root, probe = host("tcg-pvm-2cpu")
+    vpmu = doctor.run_checks(root, probe)[doctor.CHECKS.index("vpmu")]
+    assert vpmu["verdict"] == "invalidates" and "kablab_tlb_model" in vpmu["fix"]
 
 
 def test_cpulist_and_bracketed():
