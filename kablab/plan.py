@@ -40,3 +40,49 @@ def plan_boots(variants: list[str], rounds: int, seed: int, hosts: list[str]) ->
 def host_boots(plan: list[dict[str, Any]], host: str) -> list[dict[str, Any]]:
     """The boots one host runs, in plan order."""
     return [b for b in plan if b["host"] == host]
+
+
+TRUE_WORDS = ("true", "yes", "on", "1")
+FALSE_WORDS = ("false", "no", "off", "0")
+
+
+def tlb_model_decision(setting: Any, accels: list[str | None]) -> dict[str, Any]:
+    """Whether a campaign runs the TLB model: {"on": bool, "why": str}.
+
+    `setting` is kablab_tlb_model: true/false (booleans or the strings
+    `-e key=value` gives) or "auto", which turns the model on exactly when
+    every hypervisor runs its guests under TCG: there no PMU counts TLB
+    misses, and the model is the lab's answer; under KVM the vPMU is.
+    `accels` is each hypervisor's accelerator ("kvm"/"tcg", None unknown)."""
+    word = str(setting).strip().lower() if not isinstance(setting, bool) else ("true" if setting else "false")
+    if word in TRUE_WORDS:
+        return {"on": True, "why": "kablab_tlb_model=true"}
+    if word in FALSE_WORDS:
+        return {"on": False, "why": "kablab_tlb_model=false"}
+    if word != "auto":
+        raise ValueError(f"kablab_tlb_model must be auto, true or false (got {setting!r})")
+    known = [a for a in accels if a in ("kvm", "tcg")]
+    if not accels or len(known) != len(accels):
+        return {"on": False, "why": "kablab_tlb_model=auto: a hypervisor's accelerator is unknown, "
+                                    "so no model (set kablab_tlb_model=true to force it)"}
+    if all(a == "tcg" for a in known):
+        return {"on": True, "why": "kablab_tlb_model=auto: every hypervisor runs TCG (no usable KVM, "
+                                   "no PMU in the guests), so the TLB model answers the TLB question"}
+    return {"on": False, "why": "kablab_tlb_model=auto: KVM "
+                                + ("on every hypervisor" if all(a == "kvm" for a in known) else
+                                   f"on {known.count('kvm')} of {len(known)} hypervisors")
+                                + ": TLB misses come from the guests' vPMU"}
+
+
+def campaign_workloads(chosen: Any, all_workloads: list[str], model_workloads: list[str],
+                       model_on: bool) -> list[str]:
+    """The workloads a campaign runs: kablab_workloads when the user names
+    them (a list, or the comma-separated string `-e` gives), else every
+    workload, or the TLB model's set when the model is on (under the
+    model a boot costs several times more, so it runs the workloads the
+    model answers for)."""
+    if isinstance(chosen, str):
+        chosen = [w.strip() for w in chosen.split(",") if w.strip()]
+    if chosen:
+        return list(chosen)
+    return list(model_workloads if model_on else all_workloads)

@@ -25,9 +25,11 @@ from kablabtest import (REPO, PlaybookRun, console_lines, guest_images, kernel_b
 VARIANTS = ["stock", "grouped", "split4k"]
 
 
-def workloads() -> list[str]:
-    import yaml
-    return yaml.safe_load((REPO / "inventory/group_vars/all/workloads.yml").read_text())["kablab_workloads"]
+def workloads(campaign: Path) -> list[str]:
+    """The workloads the campaign planned (plan.json): every workload, or
+    the TLB model's set where the model is on (kablab_tlb_model=auto on a
+    TCG host)."""
+    return json.loads((campaign / "plan.json").read_text())["workloads"]
 
 
 def result_files(campaign: Path) -> list[Path]:
@@ -130,7 +132,7 @@ def test_campaign_has_every_result_once(smoke_campaign):
     campaign = smoke_campaign["dir"]
     files = result_files(campaign)
     blocks = int(json.loads((campaign / "plan.json").read_text())["blocks"])  # plan.json keeps strings
-    expected = {f"{v}/{w}-block{b}.json" for v in VARIANTS for w in workloads() for b in range(blocks)}
+    expected = {f"{v}/{w}-block{b}.json" for v in VARIANTS for w in workloads(campaign) for b in range(blocks)}
     assert {str(f.relative_to(campaign / "results")) for f in files} == expected
     for f in files:
         doc = json.loads(f.read_text())
@@ -167,7 +169,7 @@ def test_report_shows_all_kernels_and_workloads(smoke_campaign):
     html = (smoke_campaign["dir"] / "index.html").read_text()
     for v in VARIANTS:
         assert v in html
-    for w in workloads():
+    for w in workloads(smoke_campaign["dir"]):
         assert w in html
     assert "Emulated CPU" in html or '"accel": "kvm"' in (smoke_campaign["dir"] / "results.json").read_text()
     summary = (smoke_campaign["dir"] / "summary.txt").read_text()
@@ -190,7 +192,7 @@ def test_report_first_screen_in_chromium(smoke_campaign, tmp_path):
     matrix = probe["matrix"]
     assert probe["visible"] and 0 <= probe["top"] < probe["height"]
     assert matrix[0][2:] == VARIANTS[1:]
-    assert sorted(r[0] for r in matrix[1:]) == sorted(workloads())
+    assert sorted(r[0] for r in matrix[1:]) == sorted(workloads(smoke_campaign["dir"]))
     assert all(len(r) == 2 + len(VARIANTS) - 1 for r in matrix)
     mems = {json.loads(f.read_text())["guest"]["memory_mib"] for f in result_files(smoke_campaign["dir"])}
     assert len(mems) == 1 and None not in mems

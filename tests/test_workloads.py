@@ -425,7 +425,7 @@ def test_workload_added_by_the_recipe_is_picked_up(build_output, tmp_path):
     (role / "meta/main.yml").write_text(readme_block("yaml", "`roles/workload_getpid_loop/meta/main.yml`"))
     workloads_yml = repo / "inventory/group_vars/all/workloads.yml"
     workloads_yml.write_text(workloads_yml.read_text().replace(
-        "kablab_workloads:\n", "kablab_workloads:\n  - getpid-loop\n", 1))
+        "kablab_all_workloads:\n", "kablab_all_workloads:\n  - getpid-loop\n", 1))
 
     run = subprocess.run(["ansible-playbook", "playbooks/preflight.yml", "-e", f"kablab_publish_dir={tmp_path}/publish"],
                          cwd=repo, capture_output=True, text=True, timeout=600,

@@ -9,7 +9,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from kablab import bootrun, domains  # noqa: E402
 from kablab.doctor import provenance as doctor_provenance  # noqa: E402
 from kablab.kcache import build_times, du_freed, kernel_entries, merge_manifest, prune_decision  # noqa: E402
-from kablab.plan import host_boots, plan_boots  # noqa: E402
+from kablab.plan import campaign_workloads, host_boots, plan_boots, tlb_model_decision  # noqa: E402
 from kablab.validate import input_errors, workload_spec  # noqa: E402
 
 
@@ -36,6 +36,11 @@ class FilterModule:
             "kablab_plan": lambda variants, rounds, seed, hosts: plan_boots(
                 list(variants), int(rounds), int(seed), list(hosts)),
             "kablab_host_boots": host_boots,
+            # (kablab_tlb_model, each hypervisor's accel) -> {on, why}
+            "kablab_tlb_model_decision": lambda setting, accels: tlb_model_decision(setting, list(accels)),
+            # (kablab_workloads, every workload, the model's set, model on) -> the campaign's
+            "kablab_campaign_workloads": lambda chosen, every, model, on: campaign_workloads(
+                chosen, list(every), list(model), str(on).lower() in ("true", "1", "yes")),
             "kablab_boots_from_noise": boots_from_noise,
             # (variants, seed) -> messages naming each bad input; [] = all good
             "kablab_input_errors": input_errors,

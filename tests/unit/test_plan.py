@@ -2,10 +2,11 @@
 from __future__ import annotations
 
 from collections import Counter
+from pathlib import Path
 
 import pytest
 
-from kablab.plan import host_boots, plan_boots
+from kablab.plan import campaign_workloads, host_boots, plan_boots, tlb_model_decision
 
 V = ["stock", "grouped", "split4k"]
 
@@ -66,3 +67,40 @@ def test_host_boots_keeps_plan_order():
 def test_bad_plans_are_refused(args, msg):
     with pytest.raises(ValueError, match=msg):
         plan_boots(*args)
+
+
+# --------------------------------------------------- TLB model and workloads
+
+@pytest.mark.parametrize("setting,accels,on", [
+    ("auto", ["tcg"], True), ("auto", ["tcg", "tcg"], True),
+    ("auto", ["kvm"], False), ("auto", ["kvm", "tcg"], False),
+    ("auto", [None], False), ("auto", [], False),
+    (True, ["kvm"], True), ("true", ["kvm"], True), ("yes", [], True),
+    (False, ["tcg"], False), ("false", ["tcg"], False), ("0", ["tcg"], False),
+])
+def test_tlb_model_decision(setting, accels, on):
+    d = tlb_model_decision(setting, accels)
+    assert d["on"] is on and d["why"].startswith("kablab_tlb_model=")
+
+
+def test_tlb_model_decision_says_why():
+    assert "every hypervisor runs TCG" in tlb_model_decision("auto", ["tcg"])["why"]
+    assert "1 of 2 hypervisors" in tlb_model_decision("auto", ["kvm", "tcg"])["why"]
+    with pytest.raises(ValueError, match="auto, true or false"):
+        tlb_model_decision("maybe", ["tcg"])
+
+
+def test_campaign_workloads_the_users_else_by_the_model():
+    every, model = ["a", "b", "c"], ["b"]
+    assert campaign_workloads([], every, model, False) == every
+    assert campaign_workloads([], every, model, True) == model
+    assert campaign_workloads(["c", "a"], every, model, True) == ["c", "a"]
+    # -e kablab_workloads=c,a arrives as a string
+    assert campaign_workloads("c, a", every, model, False) == ["c", "a"]
+
+
+def test_model_workloads_are_workloads():
+    import yaml
+    wl = yaml.safe_load((Path(__file__).resolve().parents[2] / "inventory/group_vars/all/workloads.yml").read_text())
+    assert wl["kablab_model_workloads"] and set(wl["kablab_model_workloads"]) <= set(wl["kablab_all_workloads"])
+    assert wl["kablab_workloads"] == []
