@@ -21,7 +21,6 @@ from pathlib import Path
 
 from .tlbmodel import DEFAULT_MEASURE, MEASURE_NAMES
 
-SEED_MAX = 2**64 - 1          # the harness's --seed is a uint64
 
 KCONFIG_RE = re.compile(
     r'^(?:CONFIG_[A-Za-z0-9_]+=(?:y|m|n|-?[0-9]+|0x[0-9A-Fa-f]+|"(?:[^"\\\n]|\\.)*")'
@@ -32,18 +31,6 @@ KCONFIG_ALLOWED = 'CONFIG_<SYMBOL>=<y|m|n|number|"string"> or "# CONFIG_<SYMBOL>
 # (they would need quoting in the kernel's parser or escaping in XML).
 CMDLINE_PARAM_RE = re.compile(r"^[!#-%(-;=?-~]+$")
 CMDLINE_ALLOWED = "kernel parameters separated by spaces, printable ASCII without <>&\"'"
-
-
-def check_seed(seed, var: str = "kablab_seed") -> list[str]:
-    """A seed is an integer 0..2^64-1 (an int, or a string of digits)."""
-    value = seed
-    if isinstance(seed, bool):
-        value = None
-    elif isinstance(seed, str) and re.fullmatch(r"\s*-?[0-9]+\s*", seed):
-        value = int(seed)
-    if not isinstance(value, int) or not 0 <= value <= SEED_MAX:
-        return [f"{var} must be an integer 0..{SEED_MAX} (got {seed!r})"]
-    return []
 
 
 def check_kconfig_line(line) -> bool:
@@ -82,10 +69,11 @@ def check_variants(variants, var: str = "kablab_variants") -> list[str]:
     return errors
 
 
-def input_errors(variants, seed) -> list[str]:
-    """Every message for the campaign inputs checked here, duplicates once."""
+def input_errors(variants) -> list[str]:
+    """Every message for the variants' Kconfig lines and cmdlines,
+    duplicates once (the other inputs: kablab/inputs.py)."""
     out: list[str] = []
-    for e in check_seed(seed) + check_variants(variants):
+    for e in check_variants(variants):
         if e not in out:
             out.append(e)
     return out

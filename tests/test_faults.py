@@ -27,16 +27,18 @@ def built_entries() -> set[str]:
 
 BAD_INPUT = [
     ("unknown variant", {"kablab_select_variants": ["nosuch"]},
-     "kablab_select_variants: unknown variant(s) ['nosuch']; allowed: ['stock', 'grouped', 'split4k']"),
-    ("unknown workload", {"kablab_workloads": ["nosuch"]}, "kablab_workloads: unknown workload(s) ['nosuch']; allowed:"),
-    ("zero repetitions", {"kablab_runs": 0}, "kablab_runs (got 0)"),
-    ("negative blocks", {"kablab_blocks": -1}, "kablab_blocks (got -1)"),
+     "kablab_select_variants must be a list (or comma-separated words), each one of ['stock', 'grouped', "
+     "'split4k'] (got ['nosuch'])"),
+    ("unknown workload", {"kablab_workloads": ["nosuch"]},
+     "kablab_workloads must be a list (or comma-separated words), each one of ['fault-inject', "),
+    ("zero repetitions", {"kablab_runs": 0}, "kablab_runs must be an integer 1..1000 (got 0)"),
+    ("negative blocks", {"kablab_blocks": -1}, "kablab_blocks must be an integer 1..1000 (got -1)"),
     ("unknown profile", {"kablab_profile": "nosuch"}, "kablab_profile must be one of ['smoke', 'full'] (got 'nosuch')"),
-    ("unknown mode", {"kablab_mode": "nosuch"}, "kablab_mode one of ['ab', 'aa', 'slowdown'] (got 'nosuch')"),
+    ("unknown mode", {"kablab_mode": "nosuch"}, "kablab_mode must be one of ['ab', 'aa', 'slowdown'] (got 'nosuch')"),
     ("missing patch series", {"kablab_variants": [STOCK, {**STOCK, "name": "x", "series": ["common", "nosuch"]}]},
      "kablab_variants: series 'nosuch' has no directory (existing series: ['common', 'grouped', 'split4k'])"),
-    ("bad guest memory", {"guest_domain_memory_mib": 12}, "guest_domain_memory_mib 256..262144 (is 12)"),
-    ("bad vCPU count", {"guest_domain_vcpus": 0}, "guest_domain_vcpus must be 1..64 (is 0)"),
+    ("bad guest memory", {"guest_domain_memory_mib": 12}, "guest_domain_memory_mib must be an integer 256..262144 (got 12)"),
+    ("bad vCPU count", {"guest_domain_vcpus": 0}, "guest_domain_vcpus must be an integer 1..64 (got 0)"),
     # issue 22
     ("workload argument out of range", {"workload_syscall_mix_args": {"smoke": ["--read-bytes", "-5"]}},
      "workload_syscall_mix_args[smoke]: syscall-mix rejects its arguments ['--read-bytes', '-5', '--seed', '1']: "

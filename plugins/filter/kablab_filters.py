@@ -6,7 +6,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from kablab import bootrun, domains  # noqa: E402
+from kablab import bootrun, domains, inputs  # noqa: E402
 from kablab.doctor import provenance as doctor_provenance  # noqa: E402
 from kablab.kcache import build_times, du_freed, kernel_entries, merge_manifest, prune_decision  # noqa: E402
 from kablab.plan import campaign_workloads, host_boots, plan_boots, tlb_model_decision  # noqa: E402
@@ -30,6 +30,13 @@ def boots_from_noise(noise_from: str, effect_pct: float, at_least: int) -> int:
     return max(int(at_least), need or 0)
 
 
+def input_check(values: dict, context: dict | None = None) -> list[str]:
+    """kablab.inputs.check, with the doctor's check names as the
+    kablab_accept choices."""
+    from kablab.doctor import CHECKS
+    return inputs.check(dict(values), {"doctor_checks": list(CHECKS), **dict(context or {})})
+
+
 class FilterModule:
     def filters(self):
         return {
@@ -44,6 +51,13 @@ class FilterModule:
             "kablab_boots_from_noise": boots_from_noise,
             # (variants, seed) -> messages naming each bad input; [] = all good
             "kablab_input_errors": input_errors,
+            # ({variable: value}, {choices key: [...]}) -> messages for every bad
+            # input (kablab/inputs.py, the lab's one table of input rules)
+            "kablab_input_check": input_check,
+            # (prefix, ...) -> the table's variable names with those prefixes
+            "kablab_input_names": lambda prefix, *more: inputs.names((prefix, *more)),
+            # a list input as a list: -e gives a JSON list or comma-separated words
+            "kablab_list": lambda value: inputs.coerce(inputs.Rule("list", "list"), value)[0] or [],
             # (variants, key outputs, build.json contents) -> {variant: kernel entry}
             "kablab_kernel_entries": lambda variants, keys, records: kernel_entries(
                 list(variants), list(keys), list(records)),
