@@ -10,6 +10,12 @@ the pairs it is in. Values are logs (values / |mean| when one is <= 0); the
 scale is never below MIN_SCALE (0.1 %), so a metric that repeats exactly does
 not turn a rounding step into an outlier.
 
+Few values make the scale itself uncertain and the tails of one z heavy (with
+3 boots per kernel a robust z beyond 12 comes 1 time in 10,000 from normal
+noise), so a threshold on one z is widened by widen(df): the ratio of the t
+quantile with the scale's degrees of freedom (values - groups) to the normal
+one, at a two-sided 1e-5 (3.1 at 3 boots of 3 kernels, 1.2 at 10).
+
 Runs. A run more than RUN_Z robust run-to-run SDs (pooled over every boot of
 the metric, all kernels) from its boot's median is set aside: at most
 (n - 1) // 2 of a boot's n runs (the farthest), none when a boot has fewer
@@ -19,10 +25,14 @@ preempted run (3x slow) no longer moves its boot by 25 %.
 Boots. Per primary metric, a boot's value minus the median boot of its kernel,
 in robust boot-to-boot SDs pooled over the kernels: z, positive = better
 (faster). A boot's speed index is the median z over the workloads' primary
-metrics: an *outlier boot* when |index| > BOOT_Z (slow or fast on the
-workloads as a whole); one workload of a boot is an *outlier block* when its
-|z| > BLOCK_Z. Kernels with fewer than 3 boots of a metric are not screened
-(two boots cannot say which one is odd). The verdicts stay those of all boots;
+metrics (at least MIN_WORKLOADS): an *outlier boot* when |index| > BOOT_Z
+(slow or fast on the workloads as a whole; a median of several workloads has
+no heavy tails: over 720 simulated boots of 3 per kernel whose noise all
+workloads share, |index| never passed 4.2); one workload of a boot is an
+*outlier block* when its |z| > BLOCK_Z * widen(df), once the scale has
+MIN_DF_BLOCK degrees of freedom (3 boots of 3 kernels give 9 pairs, and two of
+them close by chance make any third boot look wild). Kernels with fewer than
+3 boots of a metric are not screened (two boots cannot say which one is odd). The verdicts stay those of all boots;
 kablab.stats adds the verdicts without the outliers beside them.
 """
 
@@ -39,12 +49,22 @@ if TYPE_CHECKING:
     from .stats import BootValues, MetricData
 
 RUN_Z = 5.0
-BOOT_Z = 5.0
+BOOT_Z = 6.0
 BLOCK_Z = 8.0
+MIN_WORKLOADS = 3       # workloads a speed index needs
+MIN_DF_BLOCK = 8        # degrees of freedom of the boot scale before one workload is screened
 MIN_SCALE = 1e-3
 MIN_RUNS = 3
 MIN_BOOTS = 3
 _SHAMOS = math.sqrt(2.0) * float(sps.norm.ppf(0.75))
+TAIL = 1e-5
+
+
+def widen(df: int) -> float:
+    """How much a z threshold grows when its scale has *df* degrees of freedom."""
+    if df < 1:
+        return float("inf")
+    return float(sps.t.isf(TAIL / 2, df) / sps.norm.isf(TAIL / 2))
 
 
 def transform(values: Sequence[float], log: bool, mean_abs: float = 1.0) -> np.ndarray:
@@ -91,6 +111,7 @@ def screen_runs(boots: Sequence["BootValues"], workload: str = "", metric: str =
     xs = [transform(b.runs, log, mean_abs) for b in boots]
     s = pairwise_scale(xs)
     scale = max(s, MIN_SCALE) if math.isfinite(s) else MIN_SCALE
+    limit = RUN_Z * widen(sum(x.size for x in xs) - len(xs))
     out: list[RunAside] = []
     for b, x in zip(boots, xs):
         b.aside = []
@@ -98,7 +119,7 @@ def screen_runs(boots: Sequence["BootValues"], workload: str = "", metric: str =
             continue
         med = float(np.median(x))
         dev = np.abs(x - med) / scale
-        far = [i for i in np.argsort(-dev, kind="stable") if dev[i] > RUN_Z]
+        far = [i for i in np.argsort(-dev, kind="stable") if dev[i] > limit]
         b.aside = sorted(int(i) for i in far[:(x.size - 1) // 2])
         for i in b.aside:
             out.append(RunAside(b.variant, b.boot, b.round, workload, metric,
@@ -114,6 +135,7 @@ class BootScore:
     boot: str
     round: int
     z: dict[str, float] = field(default_factory=dict)     # workload -> z, + = better
+    df: dict[str, int] = field(default_factory=dict)      # workload -> the scale's df
     slower: dict[str, float] = field(default_factory=dict)  # workload -> % slower than the median boot
 
     @property
@@ -135,8 +157,9 @@ class OutlierBoot:
     workloads: list[str]
     index: float                # speed index (whole) or the block's z
     slower_pct: float           # % slower than the kernel's median boot (time-like; < 0: faster)
-    beyond: int                 # workloads beyond BOOT_Z in the index's direction
+    beyond: int                 # workloads beyond the threshold in the index's direction
     of: int                     # workloads scored
+    threshold: float = BOOT_Z   # the |z| it is beyond (BOOT_Z or BLOCK_Z, widened)
 
     @property
     def label(self) -> str:
@@ -147,11 +170,12 @@ class OutlierBoot:
         if self.whole:
             return (f"{self.label} (round {self.round}) is {abs(self.slower_pct):.1f}% {way} than "
                     f"{self.variant}'s median boot (median over {self.of} workloads; "
-                    f"{self.beyond} of {self.of} beyond {BOOT_Z:g} robust SDs, speed index "
-                    f"{self.index:+.1f})")
+                    f"{self.beyond} of {self.of} beyond {self.threshold:.1f} robust SDs, speed "
+                    f"index {self.index:+.1f})")
         return (f"{self.label} (round {self.round}) on {', '.join(self.workloads)}: "
                 f"{abs(self.slower_pct):.1f}% {way} than {self.variant}'s median boot "
-                f"({self.index:+.1f} robust SDs; the boot's other workloads are in line)")
+                f"({self.index:+.1f} robust SDs, beyond {self.threshold:.1f}; the boot's other "
+                f"workloads are in line)")
 
 
 def boot_scores(primaries: Sequence["MetricData"]) -> dict[tuple[str, str], BootScore]:
@@ -169,6 +193,7 @@ def boot_scores(primaries: Sequence["MetricData"]) -> dict[tuple[str, str], Boot
         if not math.isfinite(s):
             continue
         s = max(s, MIN_SCALE)
+        df = sum(y.size for y in ys.values() if y.size) - sum(1 for y in ys.values() if y.size)
         for v, bs in md.boots.items():
             bs = [b for b in bs if b.kept]
             if len(bs) < MIN_BOOTS:
@@ -178,6 +203,7 @@ def boot_scores(primaries: Sequence["MetricData"]) -> dict[tuple[str, str], Boot
             for b, yb in zip(bs, y):
                 sc = scores.setdefault((v, b.boot), BootScore(v, b.boot, b.round))
                 sc.z[md.workload] = sign * (yb - med) / s
+                sc.df[md.workload] = df
                 # as a time: runs of a boot 1.4x as long are 40 % slower, whatever the metric
                 sc.slower[md.workload] = 100.0 * (math.expm1(-sign * (yb - med)) if log
                                                   else -sign * (yb - med) / max(abs(med), 1e-12))
@@ -190,15 +216,17 @@ def outlier_boots(scores: dict[tuple[str, str], BootScore]) -> list[OutlierBoot]
         idx = sc.index
         if not math.isfinite(idx):
             continue
-        if abs(idx) > BOOT_Z:
-            beyond = sum(1 for z in sc.z.values() if z * idx > 0 and abs(z) > BOOT_Z)
+        thr = BOOT_Z
+        if len(sc.z) >= MIN_WORKLOADS and abs(idx) > thr:
+            beyond = sum(1 for z in sc.z.values() if z * idx > 0 and abs(z) > thr)
             out.append(OutlierBoot(sc.variant, sc.boot, sc.round, True, sorted(sc.z), idx,
-                                   sc.median_slower, beyond, len(sc.z)))
+                                   sc.median_slower, beyond, len(sc.z), thr))
             continue
         for wl, z in sorted(sc.z.items()):
-            if abs(z) > BLOCK_Z:
+            thr = BLOCK_Z * widen(sc.df[wl])
+            if sc.df[wl] >= MIN_DF_BLOCK and abs(z) > thr:
                 out.append(OutlierBoot(sc.variant, sc.boot, sc.round, False, [wl], z,
-                                       sc.slower[wl], 1, len(sc.z)))
+                                       sc.slower[wl], 1, len(sc.z), thr))
     return sorted(out, key=lambda o: (-abs(o.index), o.variant, o.round))
 
 

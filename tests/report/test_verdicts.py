@@ -123,6 +123,24 @@ def test_a_forty_percent_slow_boot_is_named_on_the_first_screen(tmp_path: Path) 
                      _verdict_section(txt))
 
 
+def test_the_slow_boot_is_on_the_first_screen_in_chromium(tmp_path: Path) -> None:
+    """Headless Chromium at the first screen's size: the matrix (and the boot
+    checks above it) in view, the slow boot named."""
+    from kablabtest import need, report_probe
+    need("chromium")
+    camp = mc.synthetic_campaign(tmp_path / "c", seed=3, boots=8, runs=5, sd_between=0.01,
+                                 sd_within=0.005, variants=("stock", "grouped", "split4k"),
+                                 slow_boots={("grouped", 2): 1.4}, slow_runs=(0.05, 3.0))
+    render_campaign(load_campaign(camp))
+    probe = report_probe(camp / "index.html", tmp_path / "probe")
+    assert probe["visible"] and 0 <= probe["top"] < probe["height"] / 2
+    assert probe["bottom"] <= probe["height"]
+    head = probe["text"][:probe["text"].index("Primary metric per workload")]
+    assert "Outlier boot: grouped block 2 (round 2) is" in head
+    assert "run(s) set aside in" in head
+    assert any("without grouped block 2:" in c for r in probe["matrix"] for c in r)
+
+
 def test_a_slow_baseline_boot_does_not_take_every_kernel_s_power(tmp_path: Path) -> None:
     an = analyse(mc.synthetic_loaded(seed=5, boots=8, runs=5, sd_between=0.01, sd_within=0.005,
                                      variants=("stock", "slow", "fast"),
@@ -166,6 +184,15 @@ def test_a_change_whose_interval_excludes_zero_is_flagged(tmp_path: Path) -> Non
     html, txt, merged = _render(tmp_path / "c", **kw)
     assert "noise floor" not in txt and "below noise floor" not in html
     assert "noise_floor_pct" not in json.dumps(merged["analysis"])
+    # the threshold from the report's command line, shown as the user's
+    from kablab.report import main as report_main
+    assert report_main([str(tmp_path / "c"), "--min-effect", "1"]) == 0
+    html = (tmp_path / "c" / "index.html").read_text(encoding="utf-8")
+    assert "below your threshold 1.00% (interval excludes 0)" in _first_screen(html)
+    assert "beyond your practical threshold of 1.00 %" in _first_screen(html)
+    with pytest.raises(SystemExit) as bad:
+        report_main([str(tmp_path / "c"), "--min-effect", "-1"])
+    assert bad.value.code == 2
 
 
 def test_the_noise_is_round_adjusted() -> None:
