@@ -13,17 +13,26 @@ with n0 the usual unbalanced-design coefficient (Searle, Casella &
 McCulloch, "Variance Components", 1992, ch. 3). On a log scale
 CoV% = 100 * sqrt(exp(sigma^2) - 1).
 
+The noise of one boot's value (boot_noise): the per-boot values (the mean of
+a boot's kept runs, kablab.robust) of all kernels, fitted by OLS with the same
+terms as the test, value ~ kernel + round: its residual SD is the noise the
+paired test sees, with drift between rounds removed, and its residual degrees
+of freedom say how well it is known. The between-boot part is what is left
+after the within-boot part sigma_w^2 / runs.
+
 Power (the noncentral t of statsmodels.stats.power.TTestPower): the report's
 test compares per-boot values of two kernels paired by round, so with n boots
 per kernel the difference has standard error sqrt(2 / n) * sigma_boot, where
 sigma_boot^2 = sigma_b^2 + sigma_w^2 / runs, and n - 1 degrees of freedom
 (n = 2: the pooled two-sample test, 2 degrees of freedom), at the two-sided
 level q / m that the report's BH family of m primary metrics applies to one
-real change among them (planning_alpha). A change is flagged
-only when its interval excludes 0 *and* it exceeds the noise floor, so the
-power counted here is the chance of both (the floor taken as a fixed threshold
-on the estimate): an effect at or below the floor can never reach 80 %, and
-its boots needed is None.
+real change among them (planning_alpha). sigma_boot is itself an estimate
+(chi-square with the fit's residual degrees of freedom): boots are sized on
+its upper NOISE_UCB (80 %) confidence bound, so the campaign has 80 % power
+with 80 % confidence, and the range printed beside the figure is what the
+two-sided NOISE_CI (80 %) interval of sigma_boot gives. With a practical
+threshold (a change must also exceed it to be flagged; none by default) the
+power counted is the chance of both.
 
 Plan sizing from an A/A campaign (the two kernels are the same, so all
 kernels are pooled):
@@ -41,19 +50,21 @@ import argparse
 import json
 import math
 import sys
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
 import numpy as np
+from scipy import special
 from scipy import stats as sps
 from scipy.optimize import brentq
 
 ALPHA = 0.05            # q of the report's Benjamini-Hochberg families
 POWER = 0.8
-MIN_EFFECT_PCT = 0.5    # the noise floor is never below this
+NOISE_UCB = 0.8         # boots are sized on this one-sided upper confidence bound of the noise
+NOISE_CI = 0.8          # two-sided level of the range printed with the figure
 MAX_BOOTS = 10000       # boots_for() gives up beyond this
+MIN_ROUNDS = 3          # rounds holding two kernels before the round term is used
 EFFECTS_PCT = (1.0, 3.0)
 
 
@@ -81,6 +92,9 @@ class VarComp:
     sd_between: float
     scale: str                      # "log" or "raw" (raw: SDs divided by |mean|)
     note: str = ""
+    sd_boot_est: float = float("nan")   # SD of one boot's value at runs_per_boot runs (boot_noise)
+    df_boot: float = float("nan")       # its degrees of freedom (NaN: taken as known)
+    model: str = ""                     # the fit it comes from, e.g. "log(value) ~ kernel + round"
 
     @property
     def cov_within_pct(self) -> float:
@@ -112,16 +126,22 @@ class VarComp:
             return self.sd_between
         return math.sqrt(self.sd_between ** 2 + self.sd_within ** 2 / max(r, 1.0))
 
-    @property
-    def floor_pct(self) -> float:
-        return noise_floor_pct(self.cov_between_pct)
-
-
-def noise_floor_pct(cov_between_pct: float) -> float:
-    """The smallest change the report flags: the between-boot CoV, >= MIN_EFFECT_PCT."""
-    if cov_between_pct is None or not math.isfinite(cov_between_pct):
-        return MIN_EFFECT_PCT
-    return max(MIN_EFFECT_PCT, cov_between_pct)
+    def sd_boot_bound(self, conf: float | None, runs: float | None = None,
+                      upper: bool = True) -> float:
+        """sd_boot(runs) at the upper (or lower) one-sided *conf* confidence bound
+        of the boot-level variance (chi-square, df_boot); the estimate itself
+        when *conf* is None or the degrees of freedom are unknown."""
+        point = self.sd_boot(runs)
+        if conf is None or not (math.isfinite(self.df_boot) and self.df_boot > 0
+                                and math.isfinite(self.sd_boot_est)):
+            return point
+        q = sps.chi2.ppf(1.0 - conf if upper else conf, self.df_boot)
+        var = self.sd_boot_est ** 2 * self.df_boot / float(q)
+        sw2 = self.sd_within ** 2 if math.isfinite(self.sd_within) else 0.0
+        r = runs or self.runs_per_boot
+        if sw2 and math.isfinite(self.runs_per_boot):
+            var = max(var - sw2 / self.runs_per_boot, 0.0) + sw2 / max(r, 1.0)
+        return math.sqrt(var)
 
 
 def variance_components(boots: Sequence[Iterable[float]],
@@ -187,36 +207,89 @@ def variance_components(boots: Sequence[Iterable[float]],
                    "; ".join(notes))
 
 
+def _dummies(labels: Sequence[Any]) -> np.ndarray:
+    levels = sorted(set(labels), key=str)
+    return np.array([[1.0 if x == lev else 0.0 for lev in levels[1:]] for x in labels],
+                    dtype=float).reshape(len(labels), max(len(levels) - 1, 0))
+
+
+def boot_noise(boots: Sequence[Iterable[float]], kernels: Sequence[Any],
+               rounds: Sequence[Any]) -> VarComp:
+    """The noise of one boot's value (module doc): *boots* one sequence of (kept)
+    run values per boot, with its kernel and round. Round-adjusted when at
+    least MIN_ROUNDS rounds hold boots of two kernels."""
+    import statsmodels.api as sm
+    vc = variance_components(boots, kernels)
+    groups = [np.asarray([v for v in b if v is not None and math.isfinite(v)], dtype=float)
+              for b in boots]
+    keep = [i for i, g in enumerate(groups) if g.size]
+    if not keep or vc.note == "all values 0":
+        return vc
+    groups = [groups[i] for i in keep]
+    ks = [kernels[i] for i in keep]
+    rs = [rounds[i] for i in keep]
+    if vc.scale == "log":
+        y = np.array([float(np.mean(np.log(g))) for g in groups])
+    else:
+        m = float(np.mean(np.abs(np.concatenate(groups)))) or 1.0
+        y = np.array([float(np.mean(g)) / m for g in groups])
+    X = np.column_stack([np.ones(len(y)), _dummies(ks)])
+    terms = ["kernel"] if len(set(ks)) > 1 else []
+    per_round: dict[Any, set[Any]] = {}
+    for k, r in zip(ks, rs):
+        per_round.setdefault(r, set()).add(k)
+    if sum(len(v) >= 2 for v in per_round.values()) >= MIN_ROUNDS:
+        cand = np.column_stack([X, _dummies(rs)])
+        if len(y) - np.linalg.matrix_rank(cand) >= 1:
+            X, terms = cand, terms + ["round"]
+    df = len(y) - int(np.linalg.matrix_rank(X))
+    model = f"{'log(value)' if vc.scale == 'log' else 'value'} ~ {' + '.join(terms) or '1'}"
+    if df < 1:
+        return vc
+    res = sm.OLS(y, X).fit()
+    sd_boot = math.sqrt(float(res.ssr) / df)
+    sizes = [g.size for g in groups]
+    r_h = float(sps.hmean(sizes)) if len(set(sizes)) > 1 else float(sizes[0])  # runs per boot
+    sw2 = vc.sd_within ** 2 if math.isfinite(vc.sd_within) else 0.0
+    vc.sd_between = math.sqrt(max(0.0, sd_boot ** 2 - sw2 / r_h))
+    vc.runs_per_boot = r_h
+    vc.sd_boot_est, vc.df_boot, vc.model = sd_boot, float(df), model
+    return vc
+
+
 # ------------------------------------------------------------------ power
 
-def power_at(delta: float, se: float, df: float, alpha: float, floor: float = 0.0) -> float:
+def power_at(delta: float, se: float, df: float, alpha: float, threshold: float = 0.0) -> float:
     """Chance that a true change *delta* (analysis scale) is flagged: |t| beyond the
-    two-sided critical value at *alpha* and |estimate| > *floor*, for a test with
-    standard error *se* and *df* degrees of freedom. Without a floor this is
+    two-sided critical value at *alpha* and |estimate| > *threshold*, for a test with
+    standard error *se* and *df* degrees of freedom. Without a threshold this is
     statsmodels' TTestPower().power(delta / (se * sqrt(df + 1)), df + 1, alpha);
-    the floor raises the critical value to floor / se (se taken as known)."""
+    the threshold raises the critical value to threshold / se (se taken as known)."""
     if not (se > 0 and df >= 1 and math.isfinite(se)):
         return float("nan")
-    crit = max(float(sps.t.isf(alpha / 2, df)), floor / se)
+    crit = max(float(special.stdtrit(df, 1.0 - alpha / 2)), threshold / se)
     ncp = abs(delta) / se
-    with np.errstate(all="ignore"), warnings.catch_warnings():
-        warnings.simplefilter("ignore")     # scipy 1.10's boost nct warns spuriously
-        p = float(sps.nct.sf(crit, df, ncp) + sps.nct.cdf(-crit, df, ncp))
+    if ncp > 1e3:               # power is 1 to double precision there
+        return float(sps.norm.sf(crit - ncp) + sps.norm.cdf(-crit - ncp))
+    # scipy.special's noncentral t (cdflib): scipy.stats.nct's boost code warns
+    # spuriously, aborts the process on huge ncp and is 40x slower
+    with np.errstate(all="ignore"):
+        p = float(1.0 - special.nctdtr(df, ncp, crit) + special.nctdtr(df, ncp, -crit))
     if not math.isfinite(p):            # normal approximation
         p = float(sps.norm.sf(crit - ncp) + sps.norm.cdf(-crit - ncp))
     return p
 
 
-def mde(se: float, df: float, alpha: float, floor: float = 0.0,
+def mde(se: float, df: float, alpha: float, threshold: float = 0.0,
         power: float = POWER) -> float:
     """Smallest change (analysis scale) flagged with probability *power*."""
     if not (se > 0 and df >= 1 and math.isfinite(se)):
         return float("nan")
-    crit = max(float(sps.t.isf(alpha / 2, df)), floor / se)
+    crit = max(float(special.stdtrit(df, 1.0 - alpha / 2)), threshold / se)
     hi = se * (crit + 10.0)
-    while power_at(hi, se, df, alpha, floor) < power:
+    while power_at(hi, se, df, alpha, threshold) < power:
         hi *= 2
-    return float(brentq(lambda d: power_at(d, se, df, alpha, floor) - power, 0.0, hi,
+    return float(brentq(lambda d: power_at(d, se, df, alpha, threshold) - power, 0.0, hi,
                         xtol=1e-9 * max(se, 1e-12), rtol=1e-10))
 
 
@@ -228,28 +301,31 @@ def design_se_df(sd_boot: float, n: int) -> tuple[float, int]:
 
 
 def boots_for(vc: VarComp, effect_pct: float, power: float = POWER, alpha: float = ALPHA,
-              runs: float | None = None, floor_pct: float | None = None) -> int | None:
-    """Boots per kernel needed to flag a change of *effect_pct* % with *power*.
+              runs: float | None = None, threshold_pct: float = 0.0,
+              bound: float | None = NOISE_UCB, upper: bool = True) -> int | None:
+    """Boots per kernel needed to flag a change of *effect_pct* % with *power*,
+    sized on the noise's upper *bound* confidence bound (None: the estimate;
+    upper=False: the lower bound, for the range). *threshold_pct*: a practical
+    threshold the change must also exceed (0: none).
 
-    None when the effect is not above the noise floor (more boots cannot help),
-    when the noise is unknown, or when more than MAX_BOOTS would be needed.
+    None when the noise is unknown, when the effect is not above the threshold,
+    or when more than MAX_BOOTS would be needed.
     """
-    sd = vc.sd_boot(runs)
+    sd = vc.sd_boot_bound(bound, runs, upper)
     if not math.isfinite(sd):
         return None
-    floor_pct = vc.floor_pct if floor_pct is None else floor_pct
     if vc.scale == "log":
-        delta, floor = abs(pct_to_log(effect_pct)), pct_to_log(floor_pct)
+        delta, thr = abs(pct_to_log(effect_pct)), pct_to_log(threshold_pct)
     else:
-        delta, floor = abs(effect_pct) / 100.0, floor_pct / 100.0
-    if delta <= floor:
+        delta, thr = abs(effect_pct) / 100.0, threshold_pct / 100.0
+    if delta <= thr:
         return None
-    if sd == 0:
+    if sd <= 1e-12:             # values repeat exactly (to rounding)
         return 2
 
     def ok(n: int) -> bool:
         se, df = design_se_df(sd, n)
-        return power_at(delta, se, df, alpha, floor) >= power
+        return power_at(delta, se, df, alpha, thr) >= power
     if not ok(MAX_BOOTS):
         return None
     lo, hi = 2, 2
@@ -264,6 +340,26 @@ def boots_for(vc: VarComp, effect_pct: float, power: float = POWER, alpha: float
     return hi
 
 
+def boots_range(vc: VarComp, effect_pct: float, power: float = POWER, alpha: float = ALPHA,
+                runs: float | None = None, threshold_pct: float = 0.0,
+                level: float = NOISE_CI) -> tuple[int | None, int | None]:
+    """The boots needed at the two ends of the noise's two-sided *level*
+    confidence interval: the uncertainty of boots_for's figure."""
+    conf = (1.0 + level) / 2.0
+    return (boots_for(vc, effect_pct, power, alpha, runs, threshold_pct, conf, upper=False),
+            boots_for(vc, effect_pct, power, alpha, runs, threshold_pct, conf, upper=True))
+
+
+def need_text(n: int | None, vc: VarComp | None = None) -> str:
+    """A boots-needed figure for tables: the number, "n/a" (noise unknown) or
+    "> MAX_BOOTS"."""
+    if n is not None:
+        return str(n)
+    if vc is not None and not math.isfinite(vc.sd_boot()):
+        return "n/a"
+    return f">{MAX_BOOTS}"
+
+
 # ------------------------------------------------------- campaign noise table
 
 def planning_alpha(n_primary: int, q: float = ALPHA) -> float:
@@ -274,42 +370,59 @@ def planning_alpha(n_primary: int, q: float = ALPHA) -> float:
 
 def noise_table(camp: Any, pooled: bool = True, effects: Sequence[float] = EFFECTS_PCT,
                 power: float = POWER, alpha: float | None = None) -> dict[str, Any]:
-    """Variance components and boots needed per (workload, metric) of a loaded
-    campaign: all kernels pooled (an A/A campaign), or the baseline only.
+    """The noise of one boot's value and the boots needed per (workload, metric)
+    of a loaded campaign: all kernels pooled (kernel means and rounds removed;
+    an A/A campaign), or the baseline only. Runs and boots are screened as the
+    report screens them (kablab.robust): set-aside runs and outlier boots do not
+    count as noise, and the table says how many there were.
     *alpha* defaults to planning_alpha(number of primary metrics)."""
-    from .stats import metric_data
+    from .stats import metric_data, screen_boots
     variants = camp.variants()
     mdata = metric_data(camp, variants[0] if variants else "")
     n_primary = sum(md.role == "primary" for md in mdata.values())
     if alpha is None:
         alpha = planning_alpha(n_primary)
+    use = variants if pooled else variants[:1]
+    outliers, drop = screen_boots(mdata)
     rows = []
     for (wl, name), md in mdata.items():
-        use = variants if pooled else variants[:1]
-        groups, labels = [], []
-        for v in use:
-            for b in md.boots.get(v, []):
-                groups.append(b.runs)
-                labels.append(v)
-        vc = variance_components(groups, labels)
+        vc = metric_noise(md, use, drop)
         rows.append(dict(
             workload=wl, metric=name, unit=md.unit, better=md.better, role=md.role,
             primary=md.role == "primary", derived_from=md.derived_from,
-            scale=vc.scale, kernels=sorted({str(x) for x in labels}), n_boots=vc.n_boots,
+            scale=vc.scale, kernels=[v for v in use if md.boots.get(v)], n_boots=vc.n_boots,
             n_runs=vc.n_runs, runs_per_boot=_f(vc.runs_per_boot),
             sd_within=_f(vc.sd_within), sd_between=_f(vc.sd_between),
+            sd_boot=_f(vc.sd_boot_est), df_boot=_f(vc.df_boot), model=vc.model,
             cov_within_pct=_f(vc.cov_within_pct), cov_between_pct=_f(vc.cov_between_pct),
-            ratio=_f(vc.ratio), noise_floor_pct=_f(vc.floor_pct), note=vc.note,
-            boots_needed={f"{e:g}": boots_for(vc, e, power, alpha) for e in effects}))
+            ratio=_f(vc.ratio), note=vc.note,
+            runs_aside=sum(len(b.aside) for v in use for b in md.boots.get(v, [])),
+            boots_needed={f"{e:g}": boots_for(vc, e, power, alpha) for e in effects},
+            boots_needed_range={f"{e:g}": list(boots_range(vc, e, power, alpha))
+                                for e in effects}))
     first = camp.results[0]["campaign"] if camp.results else {}
     return {"campaign": first.get("id"), "mode": first.get("mode"),
-            "source": "all kernels pooled (boots nested in kernels)" if pooled
+            "source": "all kernels pooled (kernel and round removed)" if pooled
             else f"baseline {variants[0] if variants else None}",
-            "kernels": variants if pooled else variants[:1],
-            "alpha": alpha, "q": ALPHA, "n_primary": n_primary, "power": power,
-            "min_effect_pct": MIN_EFFECT_PCT,
+            "kernels": use, "alpha": alpha, "q": ALPHA, "n_primary": n_primary,
+            "power": power, "noise_bound": NOISE_UCB, "noise_range": NOISE_CI,
             "design": "per-boot values paired by round; n boots per kernel",
+            "outlier_boots": [o.evidence() for o in outliers],
             "metrics": rows}
+
+
+def metric_noise(md: Any, variants: Sequence[str], drop: dict[tuple[str, str], Any]) -> VarComp:
+    """boot_noise of one metric's kept runs, *variants* pooled, the boots in
+    *drop* (kablab.stats.screen_boots) left out."""
+    from .robust import drop_boots
+    md = drop_boots(md, drop)
+    groups, labels, rounds = [], [], []
+    for v in variants:
+        for b in md.boots.get(v, []):
+            groups.append(b.kept)
+            labels.append(v)
+            rounds.append(b.round)
+    return boot_noise(groups, labels, rounds)
 
 
 def _f(x: float) -> float | None:
@@ -324,6 +437,18 @@ def _load_noise(noise: Any) -> dict[str, Any]:
         from .load import load_campaign
         return noise_table(load_campaign(p))
     return json.loads(p.read_text(encoding="utf-8"))
+
+
+def _row_varcomp(m: dict[str, Any]) -> VarComp:
+    """A noise_table row back as a VarComp (rows without sd_boot/df_boot, from
+    before boot_noise, size on the estimate)."""
+    nan = float("nan")
+
+    def g(k: str) -> float:
+        v = m.get(k)
+        return nan if v is None else float(v)
+    return VarComp(m["n_boots"], m["n_runs"], g("runs_per_boot"), g("sd_within"),
+                   g("sd_between"), m["scale"], sd_boot_est=g("sd_boot"), df_boot=g("df_boot"))
 
 
 def boots_needed_by_metric(noise: Any, effect_pct: float, power: float = POWER,
@@ -347,11 +472,8 @@ def boots_needed_by_metric(noise: Any, effect_pct: float, power: float = POWER,
             continue
         if metrics == "tested" and m.get("role") not in ("primary", "secondary"):
             continue
-        nan = float("nan")
-        vc = VarComp(m["n_boots"], m["n_runs"], m["runs_per_boot"] or nan,
-                     nan if m["sd_within"] is None else m["sd_within"],
-                     nan if m["sd_between"] is None else m["sd_between"], m["scale"])
-        out[(m["workload"], m["metric"])] = boots_for(vc, effect_pct, power, alpha, runs)
+        out[(m["workload"], m["metric"])] = boots_for(_row_varcomp(m), effect_pct, power,
+                                                      alpha, runs)
     return out
 
 
@@ -360,12 +482,21 @@ def boots_needed(noise: Any, effect_pct: float, power: float = POWER,
                  metrics: str = "primary") -> int | None:
     """Boots per kernel for a campaign that must flag a change of *effect_pct* %
     on every primary metric with probability *power*: the largest per-metric need
-    (see boots_needed_by_metric). Metrics whose noise floor is at or above the
-    effect (no number of boots helps) are skipped; None when no metric qualifies.
+    (see boots_needed_by_metric), each sized on the upper 80 % confidence bound
+    of its noise. Metrics whose noise is unknown are skipped; None when no
+    metric's noise is known; ValueError when one needs more than MAX_BOOTS.
     """
-    need = [n for n in boots_needed_by_metric(noise, effect_pct, power, alpha, runs,
-                                              metrics).values() if n is not None]
-    return max(need) if need else None
+    doc = _load_noise(noise)
+    need = boots_needed_by_metric(doc, effect_pct, power, alpha, runs, metrics)
+    rows = {(m["workload"], m["metric"]): m for m in doc["metrics"]}
+    known = [n for k, n in need.items() if n is not None]
+    beyond = [k for k, n in need.items()
+              if n is None and math.isfinite(_row_varcomp(rows[k]).sd_boot(runs))]
+    if beyond:
+        wl, metric = beyond[0]
+        raise ValueError(f"{wl} {metric} needs more than {MAX_BOOTS} boots per kernel to flag "
+                         f"{effect_pct:g} % with {int(100 * power)} % power")
+    return max(known) if known else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -388,7 +519,11 @@ def main(argv: list[str] | None = None) -> int:
     from .load import load_campaign
     table = noise_table(load_campaign(root), pooled=not a.baseline_only, power=a.power)
     if a.boots_for is not None:
-        n = boots_needed(table, a.boots_for, a.power, runs=a.runs)
+        try:
+            n = boots_needed(table, a.boots_for, a.power, runs=a.runs)
+        except ValueError as e:
+            print(f"kablab.noise: {e}", file=sys.stderr)
+            return 1
         print("" if n is None else n)
         return 0
     if a.json:
@@ -396,19 +531,24 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     print(f"campaign {table['campaign']}: {table['source']}; boots per kernel for "
           f"{int(a.power * 100)} % power at alpha {table['alpha']:.3g} "
-          f"(q {ALPHA} / {table['n_primary']} primary metrics)")
+          f"(q {ALPHA} / {table['n_primary']} primary metrics), on the upper "
+          f"{int(100 * NOISE_UCB)} % bound of the noise [the {int(100 * NOISE_CI)} % range]")
+    for o in table["outlier_boots"]:
+        print(f"outlier boot left out: {o}")
     print(f"{'workload':<20}{'metric':<22}{'role':<10}{'boots':>6}{'CoVw%':>7}{'CoVb%':>7}"
-          f"{'b/w':>6}{'floor%':>7}{'1%':>6}{'3%':>6}")
+          f"{'df':>5}{'1%':>16}{'3%':>16}")
     for m in table["metrics"]:
         def f(x: float | None, w: int, p: int = 2) -> str:
             return ("n/a" if x is None else f"{x:.{p}f}").rjust(w)
 
-        def n(x: int | None) -> str:
-            return ("-" if x is None else str(x)).rjust(6)
+        def n(e: str) -> str:
+            vc = _row_varcomp(m)
+            lo, hi = m["boots_needed_range"][e]
+            return (f"{need_text(m['boots_needed'][e], vc)} [{need_text(lo, vc)}-"
+                    f"{need_text(hi, vc)}]").rjust(16)
         print(f"{m['workload'][:19]:<20}{m['metric'][:21]:<22}{m['role'][:9]:<10}"
               f"{m['n_boots']:>6}{f(m['cov_within_pct'], 7)}{f(m['cov_between_pct'], 7)}"
-              f"{f(m['ratio'], 6, 1)}{f(m['noise_floor_pct'], 7)}"
-              f"{n(m['boots_needed']['1'])}{n(m['boots_needed']['3'])}")
+              f"{f(m['df_boot'], 5, 0)}{n('1')}{n('3')}")
     return 0
 
 
@@ -416,5 +556,5 @@ if __name__ == "__main__":
     sys.exit(main())
 
 
-__all__ = ["VarComp", "variance_components", "boots_for", "boots_needed",
-           "boots_needed_by_metric", "noise_table", "power_at", "mde", "noise_floor_pct"]
+__all__ = ["VarComp", "variance_components", "boot_noise", "boots_for", "boots_range",
+           "boots_needed", "boots_needed_by_metric", "noise_table", "power_at", "mde"]

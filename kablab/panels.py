@@ -3,12 +3,12 @@ the verdict matrix (workload x kernel, primary metric) and the TLB matrix."""
 
 from __future__ import annotations
 
+import textwrap
 from typing import Any
 
-from . import tlbmodel
+from . import robust, tlbmodel
 from .fmt import finite
 from .load import Campaign
-from .noise import noise_floor_pct, variance_components
 from .stats import (Analysis, BootValues, Comparison, MetricData, apply_families, boot_id,
                     compare_pair, norm_event, summarise)
 
@@ -16,26 +16,46 @@ MARK = {"better": "\u25b2 better", "worse": "\u25bc worse"}
 
 
 def _boots(c: Comparison) -> str:
-    return f"{c.n_boots_base}/{c.n_boots_new} boots"
+    return c.boots_label()
 
 
-def verdict_cell(c: Comparison | None, why_missing: str) -> dict[str, Any]:
+def _note(c: Comparison) -> str:
+    if c.significant:
+        return ""
+    if c.stat_significant:
+        return f"below your threshold {c.min_effect_pct:.2f}% (interval excludes 0)"
+    if finite(c.mde_pct):
+        return f"no clear change; could miss \u00b1{c.mde_pct:.1f}%"
+    return "no clear change"
+
+
+def verdict_cell(c: Comparison | None, why_missing: str, *,
+                 without: Comparison | None = None, left_out: str = "") -> dict[str, Any]:
     """One cell: % change (positive = better), deciding interval, a marker and a
-    colour class only when flagged, boots; or "not tested: why"."""
+    colour class only when flagged, boots; or "not tested: why". *without*: the
+    same comparison without the outlier boots named in *left_out*, shown beside."""
     if c is None:
         return {"tested": False, "text": f"not tested: {why_missing}", "pct": "",
-                "interval": "", "mark": "", "boots": "", "cls": "na", "note": ""}
+                "interval": "", "mark": "", "boots": "", "cls": "na", "note": "",
+                "without": None}
     if not c.tested or not finite(c.pct):
         return {"tested": False, "text": f"not tested: {c.reason}", "pct": "", "interval": "",
-                "mark": "", "boots": _boots(c) if c.n_boots else "", "cls": "na", "note": ""}
+                "mark": "", "boots": _boots(c) if c.n_boots else "", "cls": "na", "note": "",
+                "without": None}
     flagged = bool(c.significant)
-    note = ("" if flagged else
-            f"below noise floor {c.noise_floor_pct:.2f}%" if c.stat_significant else
-            f"no clear change; could miss \u00b1{c.mde_pct:.1f}%" if finite(c.mde_pct) else
-            "no clear change")
+    alt = None
+    if without is not None:
+        if without.tested and finite(without.pct):
+            alt = {"left_out": left_out, "pct": f"{without.pct:+.2f}%",
+                   "interval": without.interval(),
+                   "mark": MARK[without.direction] if without.significant else "",
+                   "boots": _boots(without), "note": _note(without)}
+        else:
+            alt = {"left_out": left_out, "pct": "", "interval": "", "mark": "",
+                   "boots": "", "note": f"not tested: {without.reason}"}
     return {"tested": True, "text": "", "pct": f"{c.pct:+.2f}%", "interval": c.interval(),
             "mark": MARK[c.direction] if flagged else "", "boots": _boots(c),
-            "cls": f"sig-{c.direction}" if flagged else "", "note": note}
+            "cls": f"sig-{c.direction}" if flagged else "", "note": _note(c), "without": alt}
 
 
 def verdict_matrix(an: Analysis, anchors: dict[str, str]) -> dict[str, Any]:
@@ -53,11 +73,39 @@ def verdict_matrix(an: Analysis, anchors: dict[str, str]) -> dict[str, Any]:
                 why = f"primary metric {pm} not in the results"
             else:
                 why = "no value"
-            cells.append(verdict_cell(an.comparison(wl, pm, v) if md else None, why))
+            c = an.comparison(wl, pm, v) if md else None
+            w = an.without.get((wl, pm or "", v)) if c is not None else None
+            cells.append(verdict_cell(c, why, without=w, left_out=", ".join(
+                o.label for o in an.dropped_for(c)) if w is not None and c is not None else ""))
         rows.append({"workload": wl, "anchor": anchors.get(wl, ""), "metric": pm or "none",
                      "unit": md.unit if md else "", "better": md.better if md else "",
                      "source": an.primaries.get(wl, {}).get("source", ""), "cells": cells})
-    return {"baseline": an.baseline, "cols": cols, "rows": rows}
+    return {"baseline": an.baseline, "cols": cols, "rows": rows, "checks": boot_checks(an)}
+
+
+def boot_checks(an: Analysis) -> list[dict[str, str]]:
+    """What the first screen says about runs and boots beside the matrix: outlier
+    boots, the shared-offset pattern, rounds that did not run together, runs
+    set aside. {"kind", "text"} each."""
+    out = []
+    for o in an.outlier_boots:
+        out.append({"kind": "outlier-boot", "text": f"Outlier boot: {o.evidence()}. Verdicts "
+                    "it touches are shown with and without it."})
+    for s in an.shared_offsets:
+        out.append({"kind": "shared-offset", "text": f"Shared boot offset: {s.text()}"})
+    for w in an.round_warnings:
+        out.append({"kind": "round-order", "text": f"Rounds not contiguous in time: {w}. "
+                    "Boots are paired by round number, so drift between a round's boots "
+                    "is not removed and can show as a change."})
+    per_boot = an.aside_per_boot()
+    if per_boot:
+        top = sorted(per_boot.items(), key=lambda kv: (-kv[1], kv[0]))
+        shown = ", ".join(f"{v} {b}: {n}" for (v, b), n in top[:4])
+        more = f", {len(top) - 4} more boots" if len(top) > 4 else ""
+        out.append({"kind": "runs-aside", "text": f"{sum(per_boot.values())} run(s) set aside "
+                    f"in {len(per_boot)} boot(s) (more than {robust.RUN_Z:g} robust SDs from "
+                    f"their boot's median; listed under Failures): {shown}{more}."})
+    return out
 
 
 def verdict_matrix_text(vm: dict[str, Any], width: int = 100) -> list[str]:
@@ -68,6 +116,9 @@ def verdict_matrix_text(vm: dict[str, Any], width: int = 100) -> list[str]:
            "change."]
     if not vm["cols"]:
         return out + ["  no comparison: only one kernel"]
+    for chk in vm.get("checks", []):
+        out += textwrap.wrap("!! " + chk["text"], width, subsequent_indent="   ",
+                             break_on_hyphens=False)
     for r in vm["rows"]:
         head = f"  {r['workload']} {r['metric']}"
         if r["unit"]:
@@ -82,6 +133,12 @@ def verdict_matrix_text(vm: dict[str, Any], width: int = 100) -> list[str]:
             else:
                 line = f"    {v:<14} {c['text']}"
             out.append(line if len(line) <= width else line[:width - 1] + "~")
+            w = c.get("without")
+            if w:
+                line = (f"      without {w['left_out']}: {w['pct']} {w['interval']} "
+                        f"{w['mark'] or '-'} {w['boots']}" if w["pct"]
+                        else f"      without {w['left_out']}: {w['note']}")
+                out.append(line if len(line) <= width else line[:width - 1] + "~")
     return out
 
 
@@ -203,10 +260,8 @@ def tlb_matrix(camp: Campaign, an: Analysis) -> dict[str, Any]:
     comps: dict[tuple[tuple[str, str, str], str], Comparison] = {}
     for key in seen:
         md = mds.get(key) or MetricData(key[0], key[1], "misses", "lower", "perf")
-        base = md.boots.get(baseline, [])
-        floor = noise_floor_pct(variance_components([b.runs for b in base]).cov_between_pct)
         for v in variants[1:]:
-            comps[(key, v)] = compare_pair(md, baseline, v, blocks, floor)
+            comps[(key, v)] = compare_pair(md, baseline, v, blocks, an.min_effect_pct)
     apply_families(list(comps.values()))
     for c in comps.values():
         c.family = c.family.replace("secondary", "TLB")
@@ -214,6 +269,8 @@ def tlb_matrix(camp: Campaign, an: Analysis) -> dict[str, Any]:
     for key in sorted(seen, key=lambda k: (k[0], k[2] != "measured", _measure_rank(k[1]), k[1])):
         wl, measure, source = key
         md = mds.get(key)
+        if md is not None:
+            md.screen()
         cells = []
         for v in variants:
             bs = md.boots.get(v, []) if md else []
@@ -225,7 +282,7 @@ def tlb_matrix(camp: Campaign, an: Analysis) -> dict[str, Any]:
                 cells.append({"value": "", "spread": "", "text": why, "cls": "na",
                               "change": None})
                 continue
-            s = summarise([b.runs for b in bs])
+            s = summarise(bs)
             cell = {"value": f"{s.central:.4g}", "text": "", "cls": "",
                     "spread": (f"\u00b1{s.cov_boot:.1f}% between {s.n_boots} boots"
                                if finite(s.cov_boot) else f"{s.n_boots} boot(s)"),

@@ -15,6 +15,7 @@ import jinja2
 from . import __version__, doctor, hostnoise
 from .fmt import STAT_ROWS, count, finite, num
 from .load import Campaign
+from .noise import NOISE_CI, NOISE_UCB, need_text
 from .panels import model_matrix, tlb_matrix, verdict_matrix
 from .plots import distribution_svg, forest_svg
 from .stats import (METHOD_NOTE, TLB_EVENTS, Analysis, _clean, analyse, boot_id, pct_change,
@@ -179,13 +180,15 @@ def workload_sections(an: Analysis, camp: Campaign) -> list[dict[str, Any]]:
         comps = [{
             "variant": c.variant, "metric": c.metric,
             "role": c.role if c.role != "derived" else "derived",
-            "n": f"{c.n_boots_base}/{c.n_boots_new}",
+            "n": (f"{c.n_used_base}/{c.n_used_new}" if c.tested
+                  else f"{c.n_boots_base}/{c.n_boots_new}")
+                 + (f" (unpaired, not used: {', '.join(c.unpaired)})" if c.unpaired else ""),
             "runs": f"{c.n_runs_base}/{c.n_runs_new}",
             "pct": (_fmt_pct(c.pct) + "%") if c.tested else "n/t",
             "interval": c.interval(),
             "level": f"{100 * c.level:.1f}%" if finite(c.level) else "",
             "model": c.model, "p": _p(c.p), "q": _p(c.q), "family": c.family,
-            "floor": f"{c.noise_floor_pct:.2f}%" if finite(c.noise_floor_pct) else "n/a",
+            "threshold": f"{c.min_effect_pct:.2f}%" if c.min_effect_pct else "none",
             "mde": f"\u00b1{c.mde_pct:.1f}%" if finite(c.mde_pct) else "n/a",
             "decision": c.decision(), "tested": c.tested,
             "cls": f"sig-{c.direction}" if c.significant else ("na" if not c.tested else ""),
@@ -197,8 +200,43 @@ def workload_sections(an: Analysis, camp: Campaign) -> list[dict[str, Any]]:
             "primary": an.primaries.get(wl),
             "svg": distribution_svg(wl, metrics, an.variants) if metrics else "",
             "failed": [r for r in camp.failed if r["workload"] == wl],
+            "without": [w for w in without_rows(an) if w["workload"] == wl],
+            "aside": [a for a in aside_rows(an) if a["workload"] == wl],
         })
     return sections
+
+
+def without_rows(an: Analysis) -> list[dict[str, Any]]:
+    """The verdicts again without the outlier boots, one row per comparison they touch."""
+    rows = []
+    for c in an.comparisons:
+        w = an.without.get((c.workload, c.metric, c.variant))
+        if w is None:
+            continue
+        rows.append({"workload": c.workload, "metric": c.metric, "variant": c.variant,
+                     "left_out": ", ".join(o.label for o in an.dropped_for(c)),
+                     "with": (f"{c.pct:+.2f}% {c.interval()} "
+                              + (c.direction if c.significant else "no clear change")),
+                     "without": (f"{w.pct:+.2f}% {w.interval()} "
+                                 + (w.direction if w.significant else "no clear change"))
+                     if w.tested else f"not tested: {w.reason}",
+                     "boots": w.boots_label(),
+                     "cls": f"sig-{w.direction}" if w.significant else ""})
+    return rows
+
+
+def aside_rows(an: Analysis) -> list[dict[str, Any]]:
+    """Runs set aside, one row per (boot, workload, run) with the metrics that set it aside."""
+    rows: dict[tuple[str, str, str, int], dict[str, Any]] = {}
+    for a in an.runs_aside:
+        key = (a.variant, a.boot, a.workload, a.run)
+        row = rows.setdefault(key, {"variant": a.variant, "boot": a.boot, "round": a.round,
+                                    "workload": a.workload, "run": a.run, "metrics": []})
+        row["metrics"].append(f"{a.metric} {num(a.value)} (boot median {num(a.boot_median)}, "
+                              f"{a.z:.0f} robust SDs)")
+    rank = {v: i for i, v in enumerate(an.variants)}
+    return sorted(rows.values(), key=lambda r: (rank.get(r["variant"], 99), r["round"],
+                                                r["boot"], r["workload"], r["run"]))
 
 
 def noise_rows(an: Analysis) -> list[dict[str, Any]]:
@@ -208,16 +246,24 @@ def noise_rows(an: Analysis) -> list[dict[str, Any]]:
         if md.role == "wrapper":       # hyperfine's wrapper time: provenance/overhead only
             continue
         need = an.boots_needed.get((wl, name), {})
+        rng = an.boots_range.get((wl, name), {})
 
         def f(x: float, p: int = 2) -> str:
             return f"{x:.{p}f}" if finite(x) else "n/a"
+
+        def n(e: str) -> str:
+            if not need:
+                return ""
+            lo, hi = rng.get(e, (None, None))
+            return (f"{need_text(need[e], vc)} [{need_text(lo, vc)}\u2013"
+                    f"{need_text(hi, vc)}]")
         rows.append({"workload": wl, "metric": name, "role": md.role,
                      "boots": vc.n_boots, "runs": f(vc.runs_per_boot, 1),
                      "cov_w": f(vc.cov_within_pct), "cov_b": f(vc.cov_between_pct),
-                     "ratio": f(vc.ratio, 1), "floor": f(vc.floor_pct),
-                     "n1": "" if not need else "-" if need["1"] is None else need["1"],
-                     "n3": "" if not need else "-" if need["3"] is None else need["3"],
-                     "note": vc.note if md.tested else f"{md.role}, not tested"})
+                     "ratio": f(vc.ratio, 1), "df": f(vc.df_boot, 0),
+                     "n1": n("1"), "n3": n("3"),
+                     "note": "; ".join(x for x in (vc.model, vc.note) if x)
+                     if md.tested else f"{md.role}, not tested"})
     return rows
 
 
@@ -404,6 +450,8 @@ def build_context(camp: Campaign, an: Analysis) -> dict[str, Any]:
         "method_note": METHOD_NOTE, "noise_rows": noise_rows(an),
         "overhead": an.overhead, "wrapper_rows": wrapper_rows(an),
         "boots_per_kernel": boots_per_kernel(an), "plan_alpha": an.plan_alpha,
+        "noise_bound": NOISE_UCB, "noise_range": NOISE_CI, "min_effect_pct": an.min_effect_pct,
+        "aside_rows": aside_rows(an), "without_rows": without_rows(an),
         "failed": camp.failed, "excluded": excluded, "directmap_rows": directmap_rows(camp),
         "failed_kernels": failed_kernels(camp),
         # make doctor's verdict per host and the host noise per boot (provenance)
@@ -439,9 +487,11 @@ def boots_per_kernel(an: Analysis) -> dict[str, str]:
     return out
 
 
-def render_campaign(camp: Campaign, out_dir: str | Path | None = None) -> dict[str, Path]:
+def render_campaign(camp: Campaign, out_dir: str | Path | None = None,
+                    min_effect_pct: float = 0.0) -> dict[str, Path]:
+    """*min_effect_pct*: the user's practical threshold (kablab.stats.analyse)."""
     out = Path(out_dir or camp.root)
-    an = analyse(camp)
+    an = analyse(camp, min_effect_pct=min_effect_pct)
     ctx = build_context(camp, an)
     sections = workload_sections(an, camp)
     ctx["verdict_matrix"] = verdict_matrix(an, {s["name"]: s["anchor"] for s in sections})

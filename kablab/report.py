@@ -26,7 +26,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--baseline", help="baseline variant (default: campaign.variants[0] "
                     "from meta.json, else stock)")
     ap.add_argument("--variants", help="comma-separated variant order, baseline first")
+    ap.add_argument("--min-effect", type=float, default=0.0, metavar="PCT",
+                    help="practical threshold: flag a change only when it also exceeds PCT %% "
+                    "(default: none; the interval carries the noise)")
     args = ap.parse_args(argv)
+    if not (args.min_effect >= 0 and args.min_effect < float("inf")):
+        ap.error(f"--min-effect must be a number >= 0, got {args.min_effect}")
     root = Path(args.campaign_dir)
     if not (root / "results").is_dir():
         print(f"kablab.report: error: {root}/results is not a directory", file=sys.stderr)
@@ -47,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in camp.failed:
         print(f"kablab.report: failed block {r['variant']}/{r['workload']}/{r['block']} at "
               f"{r['failure']['stage']}: {r['failure']['reason']}", file=sys.stderr)
-    paths = render_campaign(camp, args.out_dir)
+    paths = render_campaign(camp, args.out_dir, min_effect_pct=args.min_effect)
     for p in paths.values():
         print(p)
     return 0

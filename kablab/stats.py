@@ -1,7 +1,9 @@
 """Statistics of a campaign: the boot is the unit.
 
 Values. Every boot gives one value per (kernel, workload, metric): the
-geometric mean of its included runs (the mean of the log values). Because
+geometric mean of the runs it keeps (the mean of their log values). A run more
+than 5 robust SDs from its boot's median is set aside first (kablab.robust:
+a preempted run no longer moves its boot) and listed in the report. Because
 GM(1/x) = 1/GM(x), a rate and its time give the same answer, so one statistic
 serves both. A boot is a result's `boot` field when present, else its
 `block` (one boot per kernel and block); the round is the `block`: in each
@@ -29,17 +31,34 @@ e.g. ns_per_op = 1e9 / ops_per_s) and the runner's wrapper time `wall_s`
 Decision. The interval shown is the one that decides: the confidence interval
 at the false-coverage-rate adjusted level 1 - max(R, 1) * q / m of its family
 (m tests, R of them rejected by BH; Benjamini & Yekutieli 2005), which excludes
-0 exactly when BH rejects. A change is flagged only when that interval excludes
-0 AND |change| exceeds the metric's noise floor: the baseline's between-boot
-CoV (variance components, kablab.noise), at least 0.5 %. Fewer than 2 boots of
-either kernel, no baseline value, all blocks failed, zero variance, a derived or
-wrapper metric: "not tested: <why>", significant = null.
+0 exactly when BH rejects. A change is flagged when that interval excludes 0;
+the noise is in the interval, there is no noise floor. A practical threshold
+(`--min-effect PCT`, none by default) is the user's: with it, a change must
+also exceed it, and the report shows it as the user's threshold. Fewer than 2
+boots of either kernel, no baseline value, all blocks failed, zero variance, a
+derived or wrapper metric: "not tested: <why>", significant = null. The boots
+shown with an estimate are the ones it used: with the round term, the boots of
+the rounds both kernels have (a boot whose partner was lost tells nothing about
+the difference, and is named as unpaired).
 
-Power. Per metric the within- and between-boot CoV of the baseline and the
-boots per kernel needed to flag a 1 % and a 3 % change with 80 % power when
-it is the one real change among the m primary metrics (level q / m;
-kablab.noise); each tested comparison gives the change it could have missed
-(minimum detectable effect at 80 % power at its own level and floor).
+Boots. Outlier boots (a boot slow or fast on the workloads as a whole, or on
+one workload; kablab.robust) are named with their evidence, and every verdict
+they touch is given again without them, beside the verdict of all boots. When
+a kernel is flagged on 3 or more primary metrics whose per-round differences
+move together across workloads (a shared boot offset: one boot slow everywhere
+makes every workload look changed), the report says so, with the effective
+number of independent results and the verdicts without the boot that moves
+them most. Rounds whose boots did not run together (a boot re-run after later
+rounds, a sequential order) are warned about: the round term cannot remove
+drift between them.
+
+Power. Per metric the noise of one boot's value, all kernels pooled with
+kernel and round removed (kablab.noise.boot_noise; set-aside runs and outlier
+boots left out), and the boots per kernel needed to flag a 1 % and a 3 % change
+with 80 % power when it is the one real change among the m primary metrics
+(level q / m), sized on the upper 80 % confidence bound of that noise, with the
+range its 80 % interval gives; each tested comparison gives the change it could
+have missed (minimum detectable effect at 80 % power at its own level).
 """
 
 from __future__ import annotations
@@ -55,17 +74,20 @@ import statsmodels.api as sm
 from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 
+from . import robust
 from .load import Campaign
-from .noise import POWER, VarComp, mde, noise_floor_pct, to_pct, variance_components
+from .noise import POWER, VarComp, mde, to_pct
 
 METHOD_NOTE = (
-    "Each boot is one sample (the geometric mean of its runs); a kernel is compared with "
+    "Each boot is one sample (the geometric mean of its runs, a run more than 5 robust SDs "
+    "from its boot's median set aside and listed); a kernel is compared with "
     "the baseline by OLS on log per-boot values, log(value) ~ kernel + round (+ host) "
     "(pooled two-sample test with fewer than 3 paired rounds), with one Benjamini-Hochberg "
     "family per kernel for the primary metric of each workload and one for its secondary "
     "metrics, and [lo, hi] is that family's FCR-adjusted interval of the % change (positive "
-    "= better). A change is flagged only when [lo, hi] excludes 0 and the change exceeds "
-    "the metric's noise floor (the baseline's between-boot CoV, at least 0.5 %); fewer than "
+    "= better). A change is flagged when [lo, hi] excludes 0 (and exceeds the practical "
+    "threshold, when one is set); the boots shown are the ones the estimate used. Outlier "
+    "boots are named and the verdicts they touch given again without them. Fewer than "
     "2 boots per kernel, a missing baseline, failed blocks, zero variance and derived or "
     "wrapper metrics are \"not tested\".")
 ALPHA = 0.05            # q of the Benjamini-Hochberg families
@@ -96,9 +118,16 @@ class BootValues:
     round: int
     host: str | None
     runs: list[float] = field(default_factory=list)
+    run_ids: list[int] = field(default_factory=list)    # each run's index in its result
+    aside: list[int] = field(default_factory=list)      # positions in runs set aside (kablab.robust)
+
+    @property
+    def kept(self) -> list[float]:
+        return [x for i, x in enumerate(self.runs) if i not in self.aside]
 
     def value(self, log: bool) -> float:
-        x = np.asarray(self.runs, dtype=float)
+        """The boot's value: mean (of logs) of the runs it keeps."""
+        x = np.asarray(self.kept, dtype=float)
         return float(np.mean(np.log(x))) if log else float(np.mean(x))
 
 
@@ -112,6 +141,14 @@ class MetricData:
     role: str = "secondary"                      # primary | secondary | derived | wrapper
     derived_from: str | None = None
     boots: dict[str, list[BootValues]] = field(default_factory=dict)
+    aside: list[robust.RunAside] | None = None   # None until screen() ran
+
+    def screen(self) -> list[robust.RunAside]:
+        """Set aside the outlying runs of every boot, all kernels pooled (once)."""
+        if self.aside is None:
+            self.aside = robust.screen_runs([b for bs in self.boots.values() for b in bs],
+                                            self.workload, self.metric)
+        return self.aside
 
     @property
     def primary(self) -> bool:
@@ -208,6 +245,7 @@ def metric_data(camp: Campaign, baseline: str | None = None) -> dict[tuple[str, 
                                                                   r["host"].get("name"))
                     md.boots.setdefault(v, []).append(slot)
                 slot.runs.append(float(value))
+                slot.run_ids.append(int(run["index"]))
                 seen[name] = float(value)
             runs.setdefault(wl, []).append((v, seen))
     result: dict[tuple[str, str], MetricData] = {}
@@ -232,6 +270,7 @@ def metric_data(camp: Campaign, baseline: str | None = None) -> dict[tuple[str, 
                     break
             if md.role in ("primary", "secondary"):
                 kept.append(name)
+            md.screen()
             result[(wl, name)] = md
     return result
 
@@ -242,8 +281,9 @@ def metric_data(camp: Campaign, baseline: str | None = None) -> dict[tuple[str, 
 class Summary:
     """Per (workload, metric, variant). Min/Max/Amean/Stddev/CoeffVar are over all
     included runs (descriptive only); `central` is the tested quantity: the
-    geometric mean of the per-boot geometric means (Amean of per-boot means when
-    a value is <= 0); `cov_boot` is the CoV of the per-boot values."""
+    geometric mean of the per-boot values (each the geometric mean of the runs
+    the boot keeps; Amean of per-boot means when a value is <= 0); `cov_boot` is
+    the CoV of the per-boot values; `n_aside` the runs set aside."""
     n: int                  # runs
     n_boots: int
     min: float
@@ -254,32 +294,50 @@ class Summary:
     central: float
     central_kind: str       # "Gmean" or "Amean"
     cov_boot: float
+    n_aside: int = 0
 
 
-def summarise(runs_by_boot: Sequence[Sequence[float]], log: bool | None = None) -> Summary:
-    groups = [np.asarray(list(b), dtype=float) for b in runs_by_boot]
-    groups = [g for g in groups if g.size]
+def _as_boots(runs_by_boot: Sequence[Sequence[float] | BootValues]) -> list[BootValues]:
+    """BootValues as given (screened as their metric was); plain run lists are
+    screened among themselves (kablab.robust)."""
+    out: list[BootValues] = []
+    plain: list[BootValues] = []
+    for i, b in enumerate(runs_by_boot):
+        if isinstance(b, BootValues):
+            out.append(b)
+        else:
+            bv = BootValues("", f"boot {i}", i, None, [float(x) for x in b])
+            plain.append(bv)
+            out.append(bv)
+    if plain:
+        robust.screen_runs(plain)
+    return [b for b in out if b.runs]
+
+
+def summarise(runs_by_boot: Sequence[Sequence[float] | BootValues],
+              log: bool | None = None) -> Summary:
+    """Summary of one kernel's boots: BootValues, or each boot's run values."""
+    boots = _as_boots(runs_by_boot)
     nan = float("nan")
-    if not groups:
+    if not boots:
         return Summary(0, 0, nan, nan, nan, nan, nan, nan, "Gmean", nan)
-    x = np.concatenate(groups)
+    x = np.concatenate([np.asarray(b.runs, dtype=float) for b in boots])
     n = int(x.size)
     if log is None:
         log = bool(np.all(x > 0))
     amean = float(np.mean(x))
     sd = float(np.std(x, ddof=1)) if n > 1 else nan
     cv = 100.0 * sd / abs(amean) if n > 1 and amean != 0 else nan
+    bv = np.array([b.value(log) for b in boots])
     if log:
-        bv = np.array([np.mean(np.log(g)) for g in groups])
         central = float(np.exp(np.mean(bv)))
         cov_boot = to_pct(float(np.std(bv, ddof=1))) if bv.size > 1 else nan
     else:
-        bv = np.array([np.mean(g) for g in groups])
         central = float(np.mean(bv))
         cov_boot = (100.0 * float(np.std(bv, ddof=1)) / abs(central)
                     if bv.size > 1 and central != 0 else nan)
-    return Summary(n, len(groups), float(np.min(x)), float(np.max(x)), amean, sd, cv, central,
-                   "Gmean" if log else "Amean", cov_boot)
+    return Summary(n, len(boots), float(np.min(x)), float(np.max(x)), amean, sd, cv, central,
+                   "Gmean" if log else "Amean", cov_boot, sum(len(b.aside) for b in boots))
 
 
 # ------------------------------------------------------------- comparisons
@@ -300,7 +358,10 @@ class Comparison:
     n_boots_new: int = 0
     n_runs_base: int = 0
     n_runs_new: int = 0
-    base_value: float = float("nan")    # per-boot Gmean (the tested quantity)
+    n_used_base: int = 0            # boots the estimate used (paired rounds, or all)
+    n_used_new: int = 0
+    unpaired: list[str] = field(default_factory=list)   # boots without a partner, not used
+    base_value: float = float("nan")    # Gmean of the used boots' values (the tested quantity)
     new_value: float = float("nan")
     scale: str = ""                 # "log" or "raw"
     model: str = ""
@@ -316,17 +377,29 @@ class Comparison:
     lo: float = float("nan")
     hi: float = float("nan")
     stat_significant: bool | None = None    # the interval excludes 0
-    significant: bool | None = None         # flagged: interval excludes 0 and > floor
+    significant: bool | None = None         # flagged: interval excludes 0 (and > threshold)
     direction: str = ""             # "better" / "worse" when flagged
-    noise_floor_pct: float = float("nan")
+    min_effect_pct: float = 0.0     # the user's practical threshold (0: none)
     mde_pct: float = float("nan")   # change missed with 20 % chance at this level
     derived_from: str | None = None
     base_mean: float = float("nan")  # raw scale: baseline mean of per-boot means
-    descriptive_pct: float = float("nan")   # ratio of the two per-boot Gmeans, never tested
+    descriptive_pct: float = float("nan")   # ratio of the used boots' Gmeans, never tested
 
     @property
     def n_boots(self) -> int:
         return min(self.n_boots_base, self.n_boots_new)
+
+    def boots_label(self, names: bool = False) -> str:
+        """The boots behind the estimate, base/new, and how many it could not use
+        (*names*: which)."""
+        if not self.tested:
+            return f"{self.n_boots_base}/{self.n_boots_new} boots"
+        out = f"{self.n_used_base}/{self.n_used_new} boots"
+        if self.unpaired:
+            out += f", {len(self.unpaired)} unpaired"
+            if names:
+                out += f" (not used: {', '.join(self.unpaired)})"
+        return out
 
     def interval(self) -> str:
         if not (math.isfinite(self.lo) and math.isfinite(self.hi)):
@@ -364,22 +437,40 @@ def _rank(x: np.ndarray) -> int:
 
 def fit_pair(base: list[BootValues], new: list[BootValues], log: bool
              ) -> tuple[dict[str, Any] | None, str]:
-    """OLS of per-boot values on kernel (+ round) (+ host); (fit, model) or (None, why)."""
+    """OLS of per-boot values on kernel (+ round) (+ host); (fit, model) or (None, why).
+    With the round term only the boots of rounds both kernels have are fitted (a
+    boot alone in its round is fitted exactly by its round and adds nothing);
+    fit["used"] = (base boots, new boots) the estimate comes from."""
+    shared = {b.round for b in base} & {b.round for b in new}
+    if len(shared) >= MIN_ROUNDS_PAIRED:
+        pb = [b for b in base if b.round in shared]
+        pn = [b for b in new if b.round in shared]
+        if len({b.round for b in pb + pn}) > 1:
+            got = _fit(pb, pn, log, rounds=True)
+            if got is not None:
+                return got
+    got = _fit(base, new, log, rounds=False)
+    assert got is not None
+    return got
+
+
+def _fit(base: list[BootValues], new: list[BootValues], log: bool, rounds: bool
+         ) -> tuple[dict[str, Any] | None, str] | None:
+    """None when *rounds* and the round term leaves too little to estimate."""
     boots = base + new
     y = np.array([b.value(log) for b in boots])
     k = np.array([0.0] * len(base) + [1.0] * len(new))
     X = np.column_stack([np.ones(len(boots)), k])
     terms = ["kernel"]
-    rounds = [b.round for b in boots]
-    shared = {b.round for b in base} & {b.round for b in new}
 
     def usable(cand: np.ndarray) -> bool:
         r = _rank(cand)
         return r - _rank(np.delete(cand, 1, axis=1)) == 1 and len(y) - r >= 2
-    if len(shared) >= MIN_ROUNDS_PAIRED and len(set(rounds)) > 1:
-        cand = np.column_stack([X, _dummies(rounds)])
-        if usable(cand):
-            X, terms = cand, terms + ["round"]
+    if rounds:
+        cand = np.column_stack([X, _dummies([b.round for b in boots])])
+        if not usable(cand):
+            return None
+        X, terms = cand, terms + ["round"]
     hosts = [b.host or "" for b in boots]
     if len(set(hosts)) > 1:
         cand = np.column_stack([X, _dummies(hosts)])
@@ -395,16 +486,20 @@ def fit_pair(base: list[BootValues], new: list[BootValues], log: bool
     if res.ssr <= 1e-18 * scale2 * len(y):
         return None, "zero variance (per-boot values constant)"
     return {"estimate": float(res.params[1]), "se": float(res.bse[1]),
-            "df": float(res.df_resid), "p": float(res.pvalues[1])}, model
+            "df": float(res.df_resid), "p": float(res.pvalues[1]),
+            "used": (base, new)}, model
 
 
 def compare_pair(md: MetricData, baseline: str, variant: str,
                  blocks: dict[tuple[str, str], tuple[int, int]],
-                 floor_pct: float) -> Comparison:
-    """Everything up to the family adjustment (set by apply_families)."""
+                 min_effect_pct: float = 0.0) -> Comparison:
+    """Everything up to the family adjustment (set by apply_families).
+    *min_effect_pct*: the user's practical threshold (0: none); the runs are
+    screened first (MetricData.screen)."""
+    md.screen()
     c = Comparison(md.workload, md.metric, md.unit, md.better, variant, baseline,
                    md.primary, md.role, derived_from=md.derived_from,
-                   noise_floor_pct=floor_pct)
+                   min_effect_pct=min_effect_pct)
     base, new = md.boots.get(baseline, []), md.boots.get(variant, [])
     c.n_boots_base, c.n_boots_new = len(base), len(new)
     c.n_runs_base = sum(len(b.runs) for b in base)
@@ -412,15 +507,9 @@ def compare_pair(md: MetricData, baseline: str, variant: str,
     allv = [x for b in base + new for x in b.runs]
     log = bool(allv) and all(x > 0 for x in allv)
     c.scale = "log" if log else "raw"
+    used_base, used_new = base, new
     if base:
-        c.base_value = summarise([b.runs for b in base], log).central
         c.base_mean = float(np.mean([b.value(False) for b in base]))
-    if new:
-        c.new_value = summarise([b.runs for b in new], log).central
-    if base and new:
-        d = (math.log(c.new_value / c.base_value) if log
-             else c.new_value - c.base_value)
-        c.descriptive_pct = _to_pct(d, c)
 
     def failed(v: str) -> str | None:
         ok, bad = blocks.get((md.workload, v), (0, 0))
@@ -450,8 +539,20 @@ def compare_pair(md: MetricData, baseline: str, variant: str,
             why = model
         else:
             c.estimate, c.se, c.df, c.p = fit["estimate"], fit["se"], fit["df"], fit["p"]
+            used_base, used_new = fit["used"]
+            ids = {id(b) for b in used_base + used_new}
+            c.unpaired = [f"{b.variant} {b.boot}" for b in base + new if id(b) not in ids]
             c.pct = _to_pct(c.estimate, c)
             c.tested = True
+    c.n_used_base, c.n_used_new = len(used_base), len(used_new)
+    if used_base:
+        c.base_value = summarise(used_base, log).central
+    if used_new:
+        c.new_value = summarise(used_new, log).central
+    if used_base and used_new:
+        d = (math.log(c.new_value / c.base_value) if log
+             else c.new_value - c.base_value)
+        c.descriptive_pct = _to_pct(d, c)
     if why is not None:
         c.reason = why
     return c
@@ -459,7 +560,8 @@ def compare_pair(md: MetricData, baseline: str, variant: str,
 
 def apply_families(comps: list[Comparison], q: float = ALPHA) -> None:
     """BH per (kernel, primary|secondary) family; the decisive interval at the
-    FCR-adjusted level; the flag (interval excludes 0 and beyond the floor)."""
+    FCR-adjusted level; the flag (interval excludes 0, and beyond the user's
+    practical threshold when one is set)."""
     fams: dict[tuple[str, str], list[Comparison]] = {}
     for c in comps:
         if c.tested:
@@ -478,27 +580,60 @@ def apply_families(comps: list[Comparison], q: float = ALPHA) -> None:
             ends = sorted((_to_pct(c.estimate - half, c), _to_pct(c.estimate + half, c)))
             c.lo, c.hi = ends
             c.stat_significant = bool(c.lo > 0 or c.hi < 0)
-            floor = c.noise_floor_pct
-            floor_m = (math.log1p(floor / 100.0) if c.scale == "log"
-                       else floor / 100.0 * abs(c.base_mean))
-            d = mde(c.se, c.df, alpha, floor_m, POWER)
+            thr = c.min_effect_pct if finite_pos(c.min_effect_pct) else 0.0
+            thr_m = (math.log1p(thr / 100.0) if c.scale == "log"
+                     else thr / 100.0 * abs(c.base_mean))
+            d = mde(c.se, c.df, alpha, thr_m, POWER)
             c.mde_pct = (100.0 * math.expm1(d) if c.scale == "log"
                          else 100.0 * d / abs(c.base_mean))
-            above = abs(c.pct) > floor
-            c.significant = bool(c.stat_significant and above)
+            c.significant = bool(c.stat_significant and abs(c.pct) > thr)
             if c.significant:
                 c.direction = "better" if c.pct > 0 else "worse"
-                c.reason = (f"{c.direction}: interval excludes 0 and |change| > noise floor "
-                            f"{floor:.2f}%")
+                c.reason = f"{c.direction}: interval excludes 0" + (
+                    f" and |change| > your threshold {thr:.2f}%" if thr else "")
             elif c.stat_significant:
-                c.reason = (f"below noise floor: |{c.pct:+.2f}%| <= {floor:.2f}% "
+                c.reason = (f"below your threshold: |{c.pct:+.2f}%| <= {thr:.2f}% "
                             "(interval excludes 0)")
             else:
                 c.reason = ("no clear change (interval includes 0; could miss "
                             f"\u00b1{c.mde_pct:.1f}%)")
 
 
+def finite_pos(x: float | None) -> bool:
+    return x is not None and math.isfinite(x) and x > 0
+
+
 # ------------------------------------------------------------------ analysis
+
+SHARED_MIN = 3          # flagged primaries of one kernel before the shared-offset check
+SHARED_R = 0.5          # mean correlation of per-round differences that is "shared"
+SHARED_ROUNDS = 4       # paired rounds the correlation needs
+
+
+@dataclass
+class SharedOffset:
+    """A kernel flagged on several primary metrics whose per-round differences
+    move together across workloads: boots, not workloads, carry the flags."""
+    variant: str
+    flagged: int            # primary metrics flagged
+    of: int                 # primary metrics tested
+    direction: str
+    mean_r: float           # mean pairwise correlation of the per-round differences
+    effective: float        # flagged / (1 + (flagged - 1) mean_r): independent results
+    boot: robust.OutlierBoot    # the boot that moves them most
+    still: int              # primary metrics still flagged without that boot
+
+    def text(self) -> str:
+        b = self.boot
+        way = "slower" if b.slower_pct > 0 else "faster"
+        return (f"{self.variant}: {self.flagged} of {self.of} primary metrics flagged "
+                f"{self.direction}, but its per-round differences move together across "
+                f"workloads (mean correlation {self.mean_r:.2f}): a shared boot offset, about "
+                f"{self.effective:.1f} independent result(s), not {self.flagged}. The boot that "
+                f"moves them most: {b.label} (round {b.round}), {abs(b.slower_pct):.1f}% {way} "
+                f"than its kernel's median boot across workloads (speed index "
+                f"{b.index:+.1f}); without it {self.still} of {self.of} are flagged.")
+
 
 @dataclass
 class Analysis:
@@ -514,6 +649,15 @@ class Analysis:
     primaries: dict[str, dict[str, str]] = field(default_factory=dict)
     overhead: dict[str, dict[str, dict[str, float]]] = field(default_factory=dict)
     plan_alpha: float = ALPHA           # level of the boots-needed figures
+    boots_range: dict[tuple[str, str], dict[str, tuple[int | None, int | None]]] = \
+        field(default_factory=dict)     # the boots needed at the ends of the noise's 80 % CI
+    min_effect_pct: float = 0.0         # the user's practical threshold (0: none)
+    runs_aside: list[robust.RunAside] = field(default_factory=list)   # tested metrics
+    scores: dict[tuple[str, str], robust.BootScore] = field(default_factory=dict)
+    outlier_boots: list[robust.OutlierBoot] = field(default_factory=list)
+    without: dict[tuple[str, str, str], Comparison] = field(default_factory=dict)
+    shared_offsets: list[SharedOffset] = field(default_factory=list)
+    round_warnings: list[str] = field(default_factory=list)
 
     def comparison(self, workload: str, metric: str, variant: str) -> Comparison | None:
         for c in self.comparisons:
@@ -523,6 +667,22 @@ class Analysis:
 
     def primary_metric(self, workload: str) -> str | None:
         return self.primaries.get(workload, {}).get("metric")
+
+    def aside_per_boot(self) -> dict[tuple[str, str], int]:
+        """(variant, boot) -> runs set aside (a run counts once however many of its
+        workload's tested metrics set it aside)."""
+        runs: dict[tuple[str, str], set[tuple[str, int]]] = {}
+        for a in self.runs_aside:
+            runs.setdefault((a.variant, a.boot), set()).add((a.workload, a.run))
+        return {k: len(v) for k, v in runs.items()}
+
+    def dropped_for(self, c: Comparison) -> list[robust.OutlierBoot]:
+        """The outlier boots the verdict without them leaves out of *c*."""
+        md = self.metrics.get((c.workload, c.metric))
+        return [o for o in self.outlier_boots if md is not None
+                and o.variant in (c.baseline, c.variant)
+                and (o.whole or c.workload in o.workloads)
+                and any(b.boot == o.boot for b in md.boots.get(o.variant, []))]
 
     def headline(self, workload: str, variant: str) -> tuple[str, str]:
         """(text, css class) of a kernel's verdict on a workload's primary metric."""
@@ -536,14 +696,20 @@ class Analysis:
             return "not tested: no value", ""
         if not c.tested:
             return f"not tested: {c.reason} ({pm})", ""
+        w = self.without.get((workload, pm, variant))
+        tail = ""
+        if w is not None and w.tested:
+            tail = (f"; without {', '.join(o.label for o in self.dropped_for(c))}: "
+                    f"{w.pct:+.2f}% {w.interval()} "
+                    + (w.direction.upper() if w.significant else "no clear change"))
         if c.significant:
-            return (f"{c.pct:+.2f}% {c.interval()} {c.direction.upper()} ({pm})",
+            return (f"{c.pct:+.2f}% {c.interval()} {c.direction.upper()} ({pm}){tail}",
                     f"sig-{c.direction}")
         if c.stat_significant:
-            return (f"no change above the noise floor: {c.pct:+.2f}% {c.interval()} "
-                    f"(floor {c.noise_floor_pct:.2f}%, {pm})", "")
+            return (f"below your threshold: {c.pct:+.2f}% {c.interval()} "
+                    f"(threshold {c.min_effect_pct:.2f}%, {pm}){tail}", "")
         return (f"no clear change: {c.pct:+.2f}% {c.interval()} ({pm}; could miss "
-                f"\u00b1{c.mde_pct:.1f}%)", "")
+                f"\u00b1{c.mde_pct:.1f}%){tail}", "")
 
     def verdict(self, workload: str) -> list[str]:
         """One line per kernel (primary metric), then flagged secondary metrics."""
@@ -563,18 +729,33 @@ class Analysis:
         return {
             "baseline": self.baseline, "variants": self.variants, "seed": self.seed,
             "method": __doc__.strip(), "alpha": ALPHA, "power": POWER,
-            "boots_needed_alpha": self.plan_alpha,
+            "boots_needed_alpha": self.plan_alpha, "min_effect_pct": self.min_effect_pct,
             "primary_metrics": self.primaries,
             "summaries": [dict(workload=k[0], metric=k[1], variant=k[2], **_clean(asdict(s)))
                           for k, s in self.summaries.items()],
             "comparisons": [dict(_clean(asdict(c)), n_boots=c.n_boots)
                             for c in self.comparisons],
-            "noise": [dict(workload=k[0], metric=k[1], source=f"baseline {self.baseline}",
+            "without_outlier_boots": [
+                dict(_clean(asdict(c)), n_boots=c.n_boots,
+                     left_out=[o.label for o in self.dropped_for(c)])
+                for c in self.without.values()],
+            "runs_set_aside": [_clean(asdict(a)) for a in self.runs_aside],
+            "outlier_boots": [dict(_clean(asdict(o)), evidence=o.evidence())
+                              for o in self.outlier_boots],
+            "shared_offsets": [dict(variant=s.variant, flagged=s.flagged, of=s.of,
+                                    direction=s.direction, mean_r=s.mean_r,
+                                    effective=s.effective, boot=s.boot.label,
+                                    round=s.boot.round, still_flagged=s.still, text=s.text())
+                               for s in self.shared_offsets],
+            "round_warnings": self.round_warnings,
+            "noise": [dict(workload=k[0], metric=k[1],
+                           source="all kernels pooled, kernel and round removed",
                            role=self.metrics[k].role,
                            **_clean(dict(asdict(vc), cov_within_pct=vc.cov_within_pct,
-                                         cov_between_pct=vc.cov_between_pct, ratio=vc.ratio,
-                                         noise_floor_pct=vc.floor_pct)),
-                           boots_needed=self.boots_needed.get(k, {}))
+                                         cov_between_pct=vc.cov_between_pct, ratio=vc.ratio)),
+                           boots_needed=self.boots_needed.get(k, {}),
+                           boots_needed_range={e: list(r) for e, r in
+                                               self.boots_range.get(k, {}).items()})
                       for k, vc in self.noise.items()],
             "runner_overhead": self.overhead,
         }
@@ -598,8 +779,101 @@ def runner_overhead(camp: Campaign) -> dict[str, dict[str, dict[str, float]]]:
                  for v, xs in per.items()} for wl, per in sorted(acc.items())}
 
 
-def analyse(camp: Campaign, seed: int | None = None) -> Analysis:
-    from .noise import boots_for, planning_alpha
+def screen_boots(metrics: dict[tuple[str, str], MetricData]
+                 ) -> tuple[list[robust.OutlierBoot], dict[tuple[str, str], robust.OutlierBoot]]:
+    """Outlier boots of a campaign's primary metrics (kablab.robust), and the
+    (variant, boot) -> OutlierBoot map the verdicts without them drop."""
+    outliers = robust.outlier_boots(robust.boot_scores(
+        [md for md in metrics.values() if md.role == "primary"]))
+    drop: dict[tuple[str, str], robust.OutlierBoot] = {}
+    for o in outliers:
+        drop.setdefault((o.variant, o.boot), o)
+    return outliers, drop
+
+
+def compare_all(metrics: dict[tuple[str, str], MetricData], baseline: str, variants: list[str],
+                blocks: dict[tuple[str, str], tuple[int, int]], min_effect_pct: float = 0.0,
+                drop: dict[tuple[str, str], robust.OutlierBoot] | None = None
+                ) -> list[Comparison]:
+    """Every comparison of every metric with the baseline, families applied;
+    without the boots in *drop* when given."""
+    comps: list[Comparison] = []
+    for (wl, name), md in metrics.items():
+        base = md.boots.get(baseline, [])
+        use = robust.drop_boots(md, drop) if drop else md
+        for v in variants[1:]:
+            if v in md.boots or (wl, v) in blocks or base:
+                comps.append(compare_pair(use, baseline, v, blocks, min_effect_pct))
+    apply_families(comps)
+    return comps
+
+
+def _round_diffs(md: MetricData, baseline: str, variant: str) -> dict[int, float]:
+    """round -> the kernel's per-boot value minus the baseline's (+ = better)."""
+    allv = [x for v in (baseline, variant) for b in md.boots.get(v, []) for x in b.kept]
+    log = bool(allv) and all(x > 0 for x in allv)
+    scale = 1.0 if log else abs(float(np.mean(allv))) or 1.0
+    base = {b.round: b.value(log) for b in md.boots.get(baseline, []) if b.kept}
+    new = {b.round: b.value(log) for b in md.boots.get(variant, []) if b.kept}
+    sign = 1.0 if md.better == "higher" else -1.0
+    return {r: sign * (new[r] - base[r]) / scale for r in base.keys() & new.keys()}
+
+
+def shared_offsets(an: Analysis, blocks: dict[tuple[str, str], tuple[int, int]]
+                   ) -> list[SharedOffset]:
+    """The shared-boot-offset pattern per kernel (see SharedOffset)."""
+    out = []
+    for v in an.variants[1:]:
+        prim = [c for c in an.comparisons if c.variant == v and c.primary and c.tested]
+        flagged = [c for c in prim if c.significant]
+        if len(flagged) < SHARED_MIN:
+            continue
+        ups = sum(c.direction == "better" for c in flagged)
+        direction = "better" if ups * 2 >= len(flagged) else "worse"
+        diffs = [_round_diffs(an.metrics[(c.workload, c.metric)], an.baseline, v)
+                 for c in flagged]
+        rounds = sorted(set.intersection(*[set(d) for d in diffs]))
+        if len(rounds) < SHARED_ROUNDS:
+            continue
+        m = np.array([[d[r] for r in rounds] for d in diffs])
+        sd = m.std(axis=1, ddof=1)
+        if np.any(sd <= 0):
+            continue
+        corr = np.corrcoef(m)
+        k = len(flagged)
+        mean_r = float((corr.sum() - k) / (k * (k - 1)))
+        if mean_r < SHARED_R:
+            continue
+        sign = 1.0 if direction == "better" else -1.0
+        push = np.median(sign * m / sd[:, None], axis=0)      # each round's push, in SDs
+        r_top = rounds[int(np.argmax(push))]
+        cands = []
+        for kern, s_ in ((v, 1.0), (an.baseline, -1.0)):
+            for (kv, boot), sc in an.scores.items():
+                if kv == kern and sc.round == r_top and math.isfinite(sc.index):
+                    cands.append((s_ * sign * sc.index, sc))
+        if not cands:
+            continue
+        sc = max(cands, key=lambda t: t[0])[1]
+        ob = robust.OutlierBoot(sc.variant, sc.boot, sc.round, True, sorted(sc.z), sc.index,
+                                sc.median_slower,
+                                sum(abs(z) > robust.BOOT_Z for z in sc.z.values()), len(sc.z))
+        prim_md = {k_: md for k_, md in an.metrics.items() if md.role == "primary"}
+        again = compare_all(prim_md, an.baseline, [an.baseline, v], blocks, an.min_effect_pct,
+                            {(sc.variant, sc.boot): ob})
+        still = sum(bool(c.significant) for c in again if c.tested)
+        out.append(SharedOffset(v, k, len(prim), direction, mean_r,
+                                k / (1.0 + (k - 1) * mean_r), ob, still))
+    return out
+
+
+def analyse(camp: Campaign, seed: int | None = None, min_effect_pct: float = 0.0) -> Analysis:
+    """The analysis of a loaded campaign. *min_effect_pct*: the user's practical
+    threshold (a flagged change must also exceed it; 0: none)."""
+    from .noise import boots_for, boots_range, metric_noise, planning_alpha
+    from .rounds import round_warnings
+    if not (math.isfinite(min_effect_pct) and min_effect_pct >= 0):
+        raise ValueError(f"min_effect_pct must be a number >= 0, got {min_effect_pct}")
     variants = camp.variants()
     baseline = variants[0] if variants else ""
     if seed is None:
@@ -615,28 +889,37 @@ def analyse(camp: Campaign, seed: int | None = None) -> Analysis:
     summaries: dict[tuple[str, str, str], Summary] = {}
     noise: dict[tuple[str, str], VarComp] = {}
     needed: dict[tuple[str, str], dict[str, int | None]] = {}
-    comps: list[Comparison] = []
+    ranges: dict[tuple[str, str], dict[str, tuple[int | None, int | None]]] = {}
     plan_alpha = planning_alpha(sum(md.role == "primary" for md in metrics.values()))
+    outliers, drop = screen_boots(metrics)
     for (wl, name), md in metrics.items():
         allv = [x for bs in md.boots.values() for b in bs for x in b.runs]
         log = bool(allv) and all(x > 0 for x in allv)
         for v in variants:
             if md.boots.get(v):
-                summaries[(wl, name, v)] = summarise([b.runs for b in md.boots[v]], log)
-        base = md.boots.get(baseline, [])
-        vc = variance_components([b.runs for b in base])
-        if base:
-            noise[(wl, name)] = vc
+                summaries[(wl, name, v)] = summarise(md.boots[v], log)
+        if md.boots.get(baseline):
+            vc = noise[(wl, name)] = metric_noise(md, variants, drop)
             if md.tested:
                 needed[(wl, name)] = {f"{e:g}": boots_for(vc, e, alpha=plan_alpha)
                                       for e in (1.0, 3.0)}
-        floor = noise_floor_pct(vc.cov_between_pct)
-        for v in variants[1:]:
-            if v in md.boots or (wl, v) in blocks or base:
-                comps.append(compare_pair(md, baseline, v, blocks, floor))
-    apply_families(comps)
-    return Analysis(baseline, variants, camp.workloads(), metrics, summaries, comps, seed,
-                    noise, needed, primary_metrics(camp), runner_overhead(camp), plan_alpha)
+                ranges[(wl, name)] = {f"{e:g}": boots_range(vc, e, alpha=plan_alpha)
+                                      for e in (1.0, 3.0)}
+    comps = compare_all(metrics, baseline, variants, blocks, min_effect_pct)
+    an = Analysis(baseline, variants, camp.workloads(), metrics, summaries, comps, seed,
+                  noise, needed, primary_metrics(camp), runner_overhead(camp), plan_alpha,
+                  ranges, min_effect_pct)
+    an.runs_aside = [a for md in metrics.values() if md.tested for a in md.screen()]
+    an.scores = robust.boot_scores([md for md in metrics.values() if md.role == "primary"])
+    an.outlier_boots = outliers
+    if drop:
+        again = compare_all(metrics, baseline, variants, blocks, min_effect_pct, drop)
+        for c, w in zip(comps, again):
+            if c.tested and an.dropped_for(c):
+                an.without[(c.workload, c.metric, c.variant)] = w
+    an.shared_offsets = shared_offsets(an, blocks)
+    an.round_warnings = round_warnings(camp.results, boot_id)
+    return an
 
 
 # ---------------------------------------------------------------- perf counters

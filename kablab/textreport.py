@@ -86,13 +86,14 @@ def comparison_lines(an: Analysis, workload: str) -> list[str]:
     return lines
 
 
-def comparison_detail(c: Comparison) -> str:
-    head = f"  {c.variant} {c.metric} [{c.role if c.role != 'derived' else 'derived'}]: "
+def comparison_detail(c: Comparison, head: str | None = None) -> str:
+    head = head or f"  {c.variant} {c.metric} [{c.role if c.role != 'derived' else 'derived'}]: "
     if not c.tested:
         return head + f"not tested: {c.reason}"
     lvl = f"{100 * c.level:.1f}%"
+    thr = f", threshold {c.min_effect_pct:.2f}%" if c.min_effect_pct else ""
     return (head + f"{c.pct:+.2f}% {c.interval()} ({lvl} interval) p {c.p:.3g} q {c.q:.3g} "
-            f"boots {c.n_boots_base}/{c.n_boots_new}, floor {c.noise_floor_pct:.2f}% -> "
+            f"{c.boots_label(names=True)}{thr} -> "
             + (c.direction.upper() if c.significant else c.reason))
 
 
@@ -138,6 +139,10 @@ def summary_text(an: Analysis, ctx: dict[str, Any]) -> str:
             out += comparison_lines(an, wl)
             for c in [c for c in an.comparisons if c.workload == wl and c.role != "wrapper"]:
                 out += _wrap(comparison_detail(c), "    ")
+                w = an.without.get((c.workload, c.metric, c.variant))
+                if w is not None:
+                    left = ", ".join(o.label for o in an.dropped_for(c))
+                    out += _wrap(comparison_detail(w, f"    without {left}: "), "      ")
         else:
             out.append("  no successful runs")
         out += _wrap("Verdict: " + "; ".join(an.verdict(wl)), "  ")
@@ -147,6 +152,7 @@ def summary_text(an: Analysis, ctx: dict[str, Any]) -> str:
             out += _wrap(f"  FAILED {r['variant']} block {r['block']} at {f['stage']}: "
                          f"{f['reason']}", "    ")
     out += noise_lines(an, ctx)
+    out += aside_lines(ctx)
     out.append("")
     out.append("== failed blocks ".ljust(WIDTH, "="))
     if not ctx["failed"]:
@@ -175,6 +181,20 @@ def summary_text(an: Analysis, ctx: dict[str, Any]) -> str:
     out += tlb_matrix_text(ctx["tlb_matrix"], WIDTH)
     out.append("")
     return "\n".join(line.rstrip() for line in out) + "\n"
+
+
+def aside_lines(ctx: dict[str, Any]) -> list[str]:
+    """Runs set aside (kablab.robust), as failed runs are listed."""
+    rows = ctx.get("aside_rows", [])
+    if not rows:
+        return []
+    out = ["", "== runs set aside ".ljust(WIDTH, "=")]
+    out += _wrap("A run more than 5 robust SDs from its boot's median is set aside; its boot's "
+                 "value is the geometric mean of the runs it keeps.")
+    for r in rows:
+        out += _wrap(f"  {r['variant']} {r['boot']} (round {r['round']}) {r['workload']} run "
+                     f"{r['run']}: " + "; ".join(r["metrics"]), "    ")
+    return out
 
 
 def directmap_lines(rows: list[dict[str, Any]]) -> list[str]:
@@ -210,19 +230,21 @@ def directmap_lines(rows: list[dict[str, Any]]) -> list[str]:
 
 
 def noise_lines(an: Analysis, ctx: dict[str, Any]) -> list[str]:
-    out = ["", "== noise and power (baseline variance components) ".ljust(WIDTH, "=")]
-    out += _wrap("CoV within a boot and between boots, floor = smallest change flagged, boots "
-                 "per kernel to flag 1 % / 3 % with 80 % power when it is the one real change "
-                 f"among the primary metrics (alpha {an.plan_alpha:.3g}; - = not possible "
-                 "at this floor or noise unknown). Size a campaign from an A/A one with "
-                 "`python3 -m kablab.noise <campaign> --json`.")
-    out.append(f"{'workload':<20}{'metric':<22}{'role':<10}{'boots':>6}{'CoVw%':>7}{'CoVb%':>7}"
-               f"{'b/w':>6}{'floor%':>7}{'n(1%)':>7}{'n(3%)':>7}")
+    out = ["", "== noise and power (all kernels, kernel and round removed) ".ljust(WIDTH, "=")]
+    out += _wrap("CoV within a boot and between boots (round-adjusted; set-aside runs and "
+                 "outlier boots left out), df = degrees of freedom of the boot-level noise, "
+                 "boots per kernel to flag 1 % / 3 % with 80 % power when it is the one real "
+                 f"change among the primary metrics (alpha {an.plan_alpha:.3g}), sized on the "
+                 f"upper {int(100 * ctx['noise_bound'])} % confidence bound of the noise "
+                 f"[range over its {int(100 * ctx['noise_range'])} % interval]. Size a campaign "
+                 "from an A/A one with `python3 -m kablab.noise <campaign> --json`.")
+    out.append(f"{'workload':<18}{'metric':<20}{'role':<10}{'boots':>5}{'CoVw%':>6}{'CoVb%':>6}"
+               f"{'df':>4}{'n(1%) [range]':>16}{'n(3%) [range]':>15}")
     for r in ctx["noise_rows"]:
-        out.append(trunc(f"{trunc(r['workload'], 19):<20}{trunc(r['metric'], 21):<22}"
-                         f"{trunc(r['role'], 9):<10}{r['boots']:>6}{r['cov_w']:>7}"
-                         f"{r['cov_b']:>7}{r['ratio']:>6}{r['floor']:>7}{r['n1']:>7}"
-                         f"{r['n3']:>7}", WIDTH))
+        out.append(trunc(f"{trunc(r['workload'], 17):<18}{trunc(r['metric'], 19):<20}"
+                         f"{trunc(r['role'], 9):<10}{r['boots']:>5}{r['cov_w']:>6}"
+                         f"{r['cov_b']:>6}{r['df']:>4}{r['n1'].replace(chr(8211), '-'):>16}"
+                         f"{r['n3'].replace(chr(8211), '-'):>15}", WIDTH))
     if ctx.get("overhead"):
         out.append("")
         out += _wrap("Runner overhead (hyperfine wall_s - harness elapsed_s, median per run; "
@@ -252,7 +274,7 @@ def lkp_text(an: Analysis, ctx: dict[str, Any]) -> str:
         out += _wrap("!! " + ctx["tcg_banner"], "   ")
     out += _wrap("%change is raw (new - old) / old like LKP (NOT better-adjusted) of the "
                  "per-boot geometric means; %stddev = CoV between boots; * = flagged (see "
-                 "summary.txt: interval excludes 0 and change above the noise floor); "
+                 "summary.txt: the deciding interval excludes 0); "
                  "n/t = not tested (reason in summary.txt).")
     for v in an.variants[1:]:
         out.append("")

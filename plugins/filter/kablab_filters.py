@@ -1,6 +1,7 @@
 """Ansible filters backed by the tested kablab package (logic lives there)."""
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
@@ -15,7 +16,8 @@ from kablab.validate import input_errors, workload_spec  # noqa: E402
 
 def boots_from_noise(noise_from: str, effect_pct: float, at_least: int) -> int:
     """Boots per kernel: the profile's, or more when an earlier campaign's
-    measured noise (kablab.noise) says a change of effect_pct % needs them."""
+    measured noise (kablab.noise) says a change of effect_pct % needs them
+    (sized on the upper 80 % confidence bound of that noise)."""
     if not noise_from:
         return int(at_least)
     from ansible.errors import AnsibleFilterError
@@ -25,8 +27,10 @@ def boots_from_noise(noise_from: str, effect_pct: float, at_least: int) -> int:
                                  "(it has no results/)")
     try:
         need = boots_needed(noise_from, float(effect_pct))
-    except (OSError, ValueError, KeyError) as e:
+    except (OSError, KeyError, json.JSONDecodeError) as e:
         raise AnsibleFilterError(f"kablab_noise_from: cannot read the noise of {noise_from}: {e}") from e
+    except ValueError as e:         # one metric needs more than kablab.noise.MAX_BOOTS
+        raise AnsibleFilterError(f"kablab_noise_from {noise_from}: {e}") from e
     return max(int(at_least), need or 0)
 
 

@@ -87,3 +87,14 @@ def test_noise_from_sizes_the_campaign_through_the_inventory(aa: Path) -> None:
     assert f'"kablab_blocks": "{need}"' in sized.stdout or f'"kablab_blocks": {need}' in sized.stdout, sized.stdout
     bad = _inventory_blocks("-e", f"kablab_noise_from={aa}/results")
     assert "is not a campaign directory" in bad.stdout + bad.stderr
+
+
+def test_a_metric_beyond_max_boots_is_an_error_not_a_silent_skip() -> None:
+    """A campaign that cannot be sized says so (kablab_noise_from fails with the
+    reason) instead of falling back to the profile's boots."""
+    row = {"workload": "w", "metric": "m", "primary": True, "role": "primary", "n_boots": 10,
+           "n_runs": 50, "runs_per_boot": 5, "sd_within": 0.01, "sd_between": 0.5,
+           "scale": "log", "sd_boot": 0.5, "df_boot": 9}
+    with pytest.raises(ValueError, match="w m needs more than 10000 boots"):
+        boots_needed({"metrics": [row]}, 0.5)
+    assert boots_needed({"metrics": [row]}, 50.0) is not None

@@ -11,7 +11,7 @@ import pytest
 from scipy import stats as sps
 
 from kablab.fmt import count
-from kablab.noise import VarComp, boots_for, mde, power_at, variance_components
+from kablab.noise import VarComp, boots_for, boots_range, mde, power_at, variance_components
 from kablab.stats import (BootValues, Comparison, _exactly_related, apply_families, fit_pair,
                           pct_change, summarise)
 
@@ -79,7 +79,7 @@ def test_zero_variance_is_not_tested() -> None:
 
 def _comp(p: float, est: float, se: float = 0.01, variant: str = "v") -> Comparison:
     return Comparison("w", f"m{p}", "s", "higher", variant, "b", True, "primary", tested=True,
-                      scale="log", estimate=est, se=se, df=9, p=p, noise_floor_pct=0.5)
+                      scale="log", estimate=est, se=se, df=9, p=p)
 
 
 def test_bh_family_and_its_interval_decide_together() -> None:
@@ -101,12 +101,19 @@ def test_bh_family_and_its_interval_decide_together() -> None:
             assert c.lo <= c.pct <= c.hi
 
 
-def test_flag_needs_the_noise_floor() -> None:
-    c = _comp(1e-6, math.log(1.004), se=0.0005)        # +0.4 %, very clear, below 0.5 %
+def test_flag_needs_only_the_interval_unless_a_threshold_is_set() -> None:
+    """No noise floor: a clear +0.4 % is flagged. A practical threshold is the
+    user's (--min-effect): below it a clear change is said to be below it."""
+    c = _comp(1e-6, math.log(1.004), se=0.0005)        # +0.4 %, very clear
     apply_families([c])
-    assert c.stat_significant and not c.significant
-    assert c.reason.startswith("below noise floor")
+    assert c.stat_significant and c.significant and c.direction == "better"
+    t = _comp(1e-6, math.log(1.004), se=0.0005)
+    t.min_effect_pct = 0.5
+    apply_families([t])
+    assert t.stat_significant and not t.significant
+    assert t.reason.startswith("below your threshold")
     d = _comp(1e-6, math.log(0.97), se=0.005)           # -3 % on higher-is-better: worse
+    d.min_effect_pct = 0.5
     apply_families([d])
     assert d.significant and d.direction == "worse" and d.pct < 0 and d.hi < 0
 
@@ -150,19 +157,29 @@ def test_power_without_floor_is_statsmodels_ttestpower() -> None:
                                      nobs=df + 1, alpha=0.05)
         assert power_at(delta, se, df, 0.05) == pytest.approx(ref, rel=1e-6)
         assert power_at(mde(se, df, 0.05), se, df, 0.05) == pytest.approx(0.8, abs=1e-6)
-    assert power_at(0.03, 0.001, 50, 0.05, floor=0.03) == pytest.approx(0.5, abs=0.05)
+    assert power_at(0.03, 0.001, 50, 0.05, threshold=0.03) == pytest.approx(0.5, abs=0.05)
 
 
 def test_boots_for() -> None:
-    vc = VarComp(10, 50, 5.0, 0.005, 0.01, "log")        # CoV between 1 %, floor 1 %
+    vc = VarComp(10, 50, 5.0, 0.005, 0.01, "log")        # CoV between 1 %, known exactly
     n3 = boots_for(vc, 3.0)
     assert n3 is not None and 3 <= n3 <= 8
-    assert boots_for(vc, 1.0) is None                     # at the floor: never
+    n1 = boots_for(vc, 1.0)                               # no floor: 1 % at 1 % noise is possible
+    assert n1 is not None and n1 > n3
+    assert boots_for(vc, 1.0, threshold_pct=1.0) is None  # at the user's threshold: never
     assert boots_for(vc, 2.0) > n3
-    quiet = VarComp(10, 50, 5.0, 0.005, 0.0, "log")       # floor 0.5 %
-    assert boots_for(quiet, 1.0) is not None
     se, df = math.sqrt(2 / n3) * vc.sd_boot(), n3 - 1
-    assert power_at(math.log(1.03), se, df, 0.05, math.log(1.01)) >= 0.8
+    assert power_at(math.log(1.03), se, df, 0.05) >= 0.8
+    # the noise as an estimate with 9 degrees of freedom: sized on its upper 80 % bound,
+    # with the range of its 80 % interval around it
+    est = VarComp(10, 50, 5.0, 0.005, 0.01, "log", sd_boot_est=vc.sd_boot(), df_boot=9)
+    up = boots_for(est, 3.0)
+    lo, hi = boots_range(est, 3.0)
+    assert boots_for(est, 3.0, bound=None) == n3
+    assert lo <= n3 < up <= hi
+    q = sps.chi2.ppf(0.2, 9)
+    assert est.sd_boot_bound(0.8) == pytest.approx(vc.sd_boot() * math.sqrt(9 / q))
+    assert boots_for(VarComp(3, 3, 1.0, float("nan"), float("nan"), "log"), 3.0) is None
 
 
 def test_derived_duplicates() -> None:
