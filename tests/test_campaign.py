@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
 import stat
@@ -225,6 +226,21 @@ def test_rerun_of_completed_campaign_does_nothing(smoke_campaign):
     boots = len(json.loads((smoke_campaign["dir"] / "plan.json").read_text())["plan"])
     assert run.output.count("(done, skipped)") == boots, run.output[-4000:]
     print(f"no-change re-run of a completed campaign: {elapsed:.1f} s (goal <= 60 s)")
+
+
+def test_stages_run_alone(smoke_campaign):
+    """README: `ansible-playbook playbooks/site.yml --tags run,report` runs
+    the run and report stages alone (with the suite's campaign arguments, on
+    the finished campaign: every boot done, the report rendered again)."""
+    index = smoke_campaign["dir"] / "index.html"
+    before = index.stat().st_mtime_ns
+    args = shlex.split(make_smoke_cmd(smoke_campaign["reports"])[2][len("ARGS="):])
+    run = run_playbook("site.yml", "--tags", "run,report", "-e", "kablab_profile=smoke", *args)
+    assert run.rc == 0, run.output[-4000:]
+    boots = len(json.loads((smoke_campaign["dir"] / "plan.json").read_text())["plan"])
+    assert run.output.count("(done, skipped)") == boots, run.output[-4000:]
+    assert "TASK [kernel_build" not in run.output and "TASK [guest_image : Build" not in run.output
+    assert index.stat().st_mtime_ns > before
 
 
 def test_no_domain_left_behind(smoke_campaign):
