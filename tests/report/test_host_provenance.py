@@ -57,3 +57,18 @@ def test_host_line_and_noise_per_boot(campaign_raw: Path, tmp_path: Path) -> Non
 def test_results_without_findings_render_without_host_line(rendered: Path) -> None:
     html = (rendered / "index.html").read_text(encoding="utf-8")
     assert 'class="note host-line"' not in html and 'id="host-noise"' not in html
+
+
+def test_results_before_the_first_probe_validate(campaign_raw: Path, tmp_path: Path) -> None:
+    """A campaign whose preflight ran before any boot probe records the
+    accelerator (and the vPMU) as unknown; its results stay schema-valid."""
+    from kablab.util import validation_errors
+    root = FIX / "hosts" / "tcg-pvm-2cpu"
+    findings = doctor.run_checks(str(root), None, "default", 2048, 2)
+    prov = doctor.provenance({"findings": findings, "summary": doctor.summary(findings),
+                              "accepted": [], "backing": "default"})
+    assert prov["checks"]["accel"]["verdict"] == "unknown"
+    f = next((campaign_raw / "results").glob("*/*.json"))
+    r = json.loads(f.read_text(encoding="utf-8"))
+    r["host"]["doctor"] = prov
+    assert validation_errors(r) == []
