@@ -42,7 +42,9 @@ MODEL_CAVEATS = (
     "privilege level; user translations are taken as 4k. Per-kinstr rows count each TCG "
     "`rep` iteration as one instruction (not MPKI). Each run's window spans the whole "
     "workload process (and perf), so counts are per unit of the work the workload reports, "
-    "with everything else the guest did meanwhile. Boots are the unit, as for times.")
+    "with everything else the guest did meanwhile. Boots are the unit, as for times. Under "
+    "-icount the guest's clock advances by instructions: its timings follow the instructions "
+    "each kernel executes, not any speed.")
 DM_FIELDS = ("DirectMap4k", "DirectMap2M", "DirectMap1G", "direct_map_level2_splits",
              "direct_map_level3_splits")
 DM_LABELS = {"DirectMap4k": "DirectMap4k kB", "DirectMap2M": "DirectMap2M kB",
