@@ -366,3 +366,25 @@ def test_tlb_per_operation_where_the_workload_counts_operations(tmp_path: Path) 
     rows = {(a["data-workload"], a["data-measure"]) for a in parse(html).rows_attrs["tlb"][1:]}
     assert ("syscall-mix", "dTLB misses/op") in rows and ("syscall-mix", "iTLB misses/op") in rows
     assert ("hackbench", "dTLB misses/op") not in rows
+
+
+def test_real_model_campaign_first_screen(tmp_path: Path) -> None:
+    """A real model campaign (tests/fixtures/model-campaign, two rounds):
+    its report opens with the modelled verdicts, split4k's direct-map walks
+    per MiB read flagged against stock with the interval of the ratio, and
+    grouped's fewer walks per module/BPF load (its direct map stays 2M)."""
+    import shutil
+    camp = tmp_path / "c"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "fixtures" / "model-campaign", camp)
+    render_campaign(load_campaign(camp))
+    html = (camp / "index.html").read_text(encoding="utf-8")
+    assert html.index('id="model-matrix"') < html.index('id="direct-map-table"') < html.index('id="verdict-matrix"')
+    model = {r[0]: r[1:] for r in parse(html).tables["model-matrix"][1:]}
+    measure, stock, grouped, split = model["pagecache-read"]
+    assert measure == "direct-map dTLB walks per MiB"
+    ratio = re.search(r"\u00d7([\d,.]+) \[\u00d7([\d,.]+), \u00d7([\d,.]+)\] \u25bc more", split)
+    assert ratio and float(ratio.group(2).replace(",", "")) > 100, split
+    assert "\u25b2 fewer" in model["module-bpf-churn"][2] and "\u25bc more" in model["module-bpf-churn"][3]
+    assert "2/2 boots" in split
+    txt = (camp / "summary.txt").read_text(encoding="utf-8")
+    assert "host localhost: TCG: modelled TLB, emulated time" in txt
