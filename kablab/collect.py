@@ -21,14 +21,12 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
-from .rawparse import (directmap_state, parse_harness_jsonl, parse_hyperfine, parse_meminfo,
-                       parse_perf_csv, parse_runner_exit_codes, parse_vmstat)
+from .rawparse import directmap_state, parse_hyperfine, parse_meminfo, parse_perf_csv, parse_vmstat
 from .rawframe import FrameError, unpack
 from . import tlbmodel
 from .util import atomic_write_bytes, atomic_write_json, tail, validation_errors
 
-REQUIRED_OK_FILES = ("hyperfine.json", "perf.csv", "harness.jsonl", "meminfo.before",
-                     "meminfo.after", "vmstat.before", "vmstat.after")
+REQUIRED_OK_FILES = ("hyperfine.json", "meminfo.before", "meminfo.after", "vmstat.before", "vmstat.after")
 # What the guest runner printed (kablab/rawframe.py), saved by the runner role.
 FRAMES = "guest-run.out"
 PROVENANCE_OBJECTS = ("campaign", "host", "guest", "kernel", "binary", "tools", "runner")
@@ -63,40 +61,6 @@ def _int_or_none(v: Any) -> int | None:
     return None
 
 
-# Integer fields of meta.json that Ansible may have written as strings.
-INT_FIELDS = {"campaign": ("seed",), "guest": ("vcpus", "memory_mib"),
-              "runner": ("runs", "warmup", "timeout_s")}
-
-
-def _coerce_ints(meta: dict[str, Any], warnings: list[str]) -> None:
-    for obj, keys in INT_FIELDS.items():
-        d = meta.get(obj)
-        if not isinstance(d, dict):
-            continue
-        for k in keys:
-            v = d.get(k)
-            if isinstance(v, str):
-                iv = _int_or_none(v)
-                d[k] = iv
-                if iv is None and v.strip() not in ("", "None", "null"):
-                    warnings.append(f"meta.{obj}.{k}={v!r} is not an integer; set to null")
-
-
-def _align(items: list[Any], runs: int, warmup: int, what: str, warnings: list[str]) -> list[Any]:
-    """Match per-run records (perf groups, harness lines) to the measured runs."""
-    if len(items) == runs:
-        return items
-    if warmup and len(items) == runs + warmup:
-        warnings.append(f"{what}: {len(items)} records = {warmup} warm-up + {runs} runs; "
-                        f"dropped the first {warmup}")
-        return items[warmup:]
-    if len(items) > runs:
-        warnings.append(f"{what}: {len(items)} records for {runs} runs; kept the last {runs}")
-        return items[-runs:]
-    warnings.append(f"{what}: {len(items)} records for {runs} runs; runs without a record get none")
-    return items
-
-
 def _metrics(obj: dict[str, Any], warnings: list[str], where: str) -> dict[str, dict[str, Any]]:
     out: dict[str, dict[str, Any]] = {}
     metrics = obj.get("metrics")
@@ -127,54 +91,62 @@ def _signal_suffix(code: int) -> str:
     return ""
 
 
-def build_runs(hf: dict[str, Any], perf_groups: list[dict[str, Any]],
-               harness: list[dict[str, Any]], meta: dict[str, Any],
+def _run_file(raw: Path, n: int, kind: str) -> str | None:
+    """Measured run n's (1-based) file of one kind: json, perf, err, rc."""
+    return _read(raw, f"run-{n}.{kind}")
+
+
+def run_stderr(raw: Path, runs: int) -> str:
+    """Every measured run's stderr, each line prefixed with its run."""
+    lines = []
+    for n in range(1, runs + 1):
+        lines += [f"[run {n}] {line}" for line in (_run_file(raw, n, "err") or "").splitlines()]
+    return "\n".join(lines)
+
+
+def _harness(text: str | None, where: str, warnings: list[str]) -> dict[str, Any] | None:
+    if text is None or not text.strip():
+        return None
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as e:
+        warnings.append(f"{where}: not JSON ({e.msg})")
+        return None
+    if not isinstance(obj, dict):
+        warnings.append(f"{where}: not a JSON object")
+        return None
+    return obj
+
+
+def build_runs(hf: dict[str, Any], raw: Path, meta: dict[str, Any],
                warnings: list[str]) -> list[dict[str, Any]]:
+    """One record per measured run, run i from its own files (kablab-guest-run:
+    run-<i+1>.json, .perf, .rc, .err) and hyperfine's i-th time."""
     times = hf["times"]
     n = len(times)
-    runner = meta.get("runner") or {}
-    warmup = _int_or_none(runner.get("warmup")) or 0
-    if _int_or_none(runner.get("runs")) not in (None, n):
-        warnings.append(f"runner.runs={runner.get('runs')} but hyperfine measured {n} runs")
-    # perf.csv and harness.jsonl are appended by the measured command, so hyperfine
-    # warm-up runs may have left records too. perf stat writes a group for every
-    # run (failed or not), so its count tells whether warm-ups were recorded.
-    warmup_recorded = warmup > 0 and len(perf_groups) == n + warmup
-    perf_groups = _align(perf_groups, n, warmup, "perf.csv", warnings)
-    exit_codes = hf["exit_codes"]
-    ok_idx = [i for i, c in enumerate(exit_codes) if c == 0]
-    if warmup_recorded and len(harness) >= warmup + len(ok_idx):
-        harness = harness[warmup:]
-        warnings.append(f"harness.jsonl: dropped {warmup} warm-up line(s) (perf.csv has "
-                        "warm-up groups too)")
-    elif warmup and len(harness) == n + warmup:
-        harness = harness[warmup:]
-        warnings.append(f"harness.jsonl: dropped {warmup} warm-up line(s)")
-    if len(harness) == n:
-        harness_for = dict(enumerate(harness))
-    elif len(harness) == len(ok_idx):
-        # Failed runs printed no JSON: give the lines to the successful runs in order.
-        harness_for = dict(zip(ok_idx, harness))
-        warnings.append(f"harness.jsonl: {len(harness)} lines for {n} runs; "
-                        "matched to the runs that exited 0")
-    else:
-        harness_for = dict(enumerate(_align(harness, n, 0, "harness.jsonl", warnings)))
+    planned = (meta.get("runner") or {}).get("runs")
+    if planned not in (None, n):
+        warnings.append(f"runner.runs={planned} but hyperfine measured {n} runs")
     wl = meta.get("workload")
     runs = []
     for i in range(n):
-        h = harness_for.get(i)
-        metrics = _metrics(h, warnings, f"harness run {i}") if h is not None else {}
+        h = _harness(_run_file(raw, i + 1, "json"), f"run-{i + 1}.json", warnings)
         if h is not None and wl is not None and h.get("workload") not in (None, wl):
-            warnings.append(f"harness run {i}: workload {h.get('workload')!r} != meta {wl!r}")
-        code = exit_codes[i]
+            warnings.append(f"run-{i + 1}.json: workload {h.get('workload')!r} != meta {wl!r}")
+        perf_text = _run_file(raw, i + 1, "perf")
+        groups = parse_perf_csv(perf_text) if perf_text is not None else []
+        rc = (_run_file(raw, i + 1, "rc") or "").strip()
+        code = int(rc) if re.fullmatch(r"-?\d+", rc) else None
         reason = None
         if code is None:
-            reason = "exit code unknown (no status, or exit 0 without JSON output)"
+            reason = "exit code unknown (no status recorded)"
         elif code != 0:
             reason = f"exit code {code}" + _signal_suffix(code)
+        elif h is None:
+            reason = "exit 0 without JSON output"
         elif times[i] is None:
             reason = "no wall time"
-        run: dict[str, Any] = {
+        runs.append({
             "index": i,
             "wall_s": times[i],
             "user_s": hf["user_times"][i] if hf.get("user_times") else None,
@@ -184,11 +156,10 @@ def build_runs(hf: dict[str, Any], perf_groups: list[dict[str, Any]],
             "exclude_reason": reason,
             "harness_elapsed_s": (float(h["elapsed_s"]) if h is not None and
                                   isinstance(h.get("elapsed_s"), (int, float)) else None),
-            "metrics": metrics,
+            "metrics": _metrics(h, warnings, f"run-{i + 1}.json") if h is not None else {},
             "work": _work(h),
-            "perf": perf_groups[i] if i < len(perf_groups) else {},
-        }
-        runs.append(run)
+            "perf": groups[-1] if groups else {},
+        })
     return runs
 
 
@@ -297,7 +268,6 @@ def collect(raw_dir: str | Path) -> dict[str, Any]:
             raise CollectError(f"{raw}/meta.json has no {k!r}")
 
     warnings: list[str] = []
-    _coerce_ints(meta, warnings)
     frame_error = None
     if (raw / FRAMES).is_file():
         try:
@@ -310,9 +280,8 @@ def collect(raw_dir: str | Path) -> dict[str, Any]:
     if status not in ("ok", "failed"):
         warnings.append(f"meta.status={status!r} treated as failed")
         status = "failed"
-    stderr_text = _read(raw, "stderr.log")
-    if stderr_text is None and status == "ok":
-        warnings.append("stderr.log missing")
+    planned = (meta.get("runner") or {}).get("runs")
+    stderr_text = run_stderr(raw, planned if isinstance(planned, int) else 0)
 
     def fail(reason: str, stage: str = "collect", exit_code: int | None = None) -> None:
         nonlocal status, failure
@@ -357,18 +326,7 @@ def collect(raw_dir: str | Path) -> dict[str, Any]:
             hf = parse_hyperfine(hf_text)
             hf_summary = {k: hf[k] for k in ("mean", "stddev", "median", "min", "max",
                                               "user", "system")}
-            perf_text = _read(raw, "perf.csv")
-            perf_groups = parse_perf_csv(perf_text) if perf_text is not None else []
-            h_text = _read(raw, "harness.jsonl")
-            harness, hw = parse_harness_jsonl(h_text) if h_text is not None else ([], [])
-            warnings.extend(hw)
-            runner_text = _read(raw, "runner.json")
-            if runner_text is not None:
-                try:
-                    hf["exit_codes"] = parse_runner_exit_codes(runner_text, len(hf["times"]))
-                except ValueError as e:
-                    warnings.append(f"{e}; using hyperfine's exit codes")
-            runs = build_runs(hf, perf_groups, harness, meta, warnings)
+            runs = build_runs(hf, raw, meta, warnings)
         except ValueError as e:
             if status == "ok":
                 fail(f"cannot parse raw files: {e}")

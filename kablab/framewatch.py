@@ -5,12 +5,13 @@ On the hypervisor (run as a standalone script, stdlib only)::
     framewatch.py FRAMES CONSOLE BLOCKS_JSON [--start-timeout S] [--poll S]
 
 FRAMES is the file the domain's frames channel writes (the guest's
-kablab-guest-boot output, roles/workload_runner/files/kablab-guest-boot),
+kablab-guest-boot output, roles/workloads/files/kablab-guest-boot),
 CONSOLE its serial console log. BLOCKS_JSON lists the blocks in the order
 the guest runs them, each {"name", "timeout_s"}: the longest the whole
 block may take as seen from here ((runs + warmup) x run timeout + slack).
 
-It returns when the guest printed "kablab-boot end", when a block runs past
+It returns when the guest printed "kablab-boot end" (or refused to run,
+"kablab-boot refused ..."), when a block runs past
 its timeout or no block begins within --start-timeout of the previous one
 (a hung or stopped guest), or as soon as the console shows a kernel panic.
 It prints one JSON object: per block the hypervisor's UTC times of its
@@ -28,6 +29,8 @@ import time
 
 BLOCK = re.compile(r"^kablab-block (\S+) (begin|end)(?: (-?\d+))?$")
 BOOT_END = "kablab-boot end"
+# The guest ran nothing: not the kernel or the binaries the campaign built.
+REFUSED = "kablab-boot refused "
 PANIC = re.compile(r"Kernel panic - not syncing[^\r\n]*")
 
 
@@ -49,7 +52,7 @@ class Watch:
         self.stopped = None
 
     def line(self, text, now):
-        if text == BOOT_END:
+        if text == BOOT_END or text.startswith(REFUSED):
             self.complete = True
             self.current = None
             return

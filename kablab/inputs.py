@@ -61,8 +61,10 @@ RULES: tuple[Rule, ...] = (
     Rule("kablab_tlb_model_args", "str", pattern=PLUGIN_ARGS,
          what="key=value,... plugin arguments (tlbmodel/README.md), without root= or out="),
     Rule("kablab_tlb_model_icount", "bool"),
+    Rule("kablab_lanes", "str", pattern=r"auto|[1-9][0-9]?", what="auto or a number of boots at once, 1..99",
+         empty_ok=False),
     Rule("kablab_keep_ssh_key", "bool"),
-    Rule("workload_runner_block_slack_s", "int", 0, 86400),
+    Rule("run_block_slack_s", "int", 0, 86400),
     # the guests (roles/guest_domain)
     Rule("guest_domain_vcpus", "int", 1, 64),
     Rule("guest_domain_memory_mib", "int", 256, 262144),

@@ -86,3 +86,29 @@ def campaign_workloads(chosen: Any, all_workloads: list[str], model_workloads: l
     if chosen:
         return list(chosen)
     return list(model_workloads if model_on else all_workloads)
+
+
+# Inventory variables a lane takes over from its hypervisor: how to reach
+# it, and where its domain names and ports start (guest_domain adds the lane's).
+LANE_VARS = ("ansible_connection", "ansible_host", "ansible_port", "ansible_user", "ansible_python_interpreter",
+             "guest_domain_prefix", "guest_domain_ssh_port_base")
+
+
+def lanes(hosts: list[str], settings: dict[str, Any], model_on: bool, cpus: dict[str, Any],
+          host_vars: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The lanes the run stage deals boots to: each hypervisor runs as many
+    boots at once as it has lanes. Its kablab_lanes (settings) "auto" is one lane, or one
+    per CPU with the TLB model, whose guests run single-threaded (-icount,
+    one vCPU) so that boots side by side share nothing but the host; a
+    number sets it. Lane 0 is the hypervisor itself; lane i > 0 is
+    "<host>-lane<i>", reached as the host is (host_vars: what its inventory
+    sets of LANE_VARS); guest_domain gives each lane its own domain prefix
+    and SSH ports."""
+    out = []
+    for host in hosts:
+        word = str(settings.get(host, "auto")).strip().lower()
+        n = (max(1, int(cpus.get(host) or 1)) if model_on else 1) if word == "auto" else int(word)
+        hv = {k: v for k, v in (host_vars.get(host) or {}).items() if k in LANE_VARS}
+        out += [{"name": host if i == 0 else f"{host}-lane{i}", "hypervisor": host, "lane": i, "vars": hv}
+                for i in range(n)]
+    return out

@@ -1,6 +1,6 @@
 """The guest runner's output: every raw file of a block in one text stream.
 
-The guest runner (roles/workload_runner/files/kablab-guest-run) prints, on
+The guest runner (roles/workloads/files/kablab-guest-run) prints, on
 its stdout and nothing else:
 
     kablab-raw 1

@@ -1,4 +1,4 @@
-"""Parsers for the files of a raw run directory (docs/design.md).
+"""Parsers for the files of a raw block directory (docs/design.md).
 
 Each parser takes text and returns plain Python data; they raise ValueError
 with a clear message on malformed input.
@@ -48,23 +48,6 @@ def parse_hyperfine(text: str) -> dict[str, Any]:
         v = r.get(key)
         out[name] = [float(x) for x in v] if isinstance(v, list) and len(v) == len(times) else None
     return out
-
-
-def parse_runner_exit_codes(text: str, runs: int) -> list[int | None]:
-    """Per-run exit codes from kablab-guest-run's runner.json.
-
-    hyperfine only sees the runner's wrapper exit 0 or 1; runner.json has
-    the run's own status (128 + N for a signal, null when unknown).
-    """
-    try:
-        codes = json.loads(text).get("exit_codes")
-    except (json.JSONDecodeError, AttributeError):
-        raise ValueError("runner.json is not a JSON object") from None
-    if not isinstance(codes, list) or len(codes) != runs:
-        raise ValueError(f"runner.json has no exit code list for {runs} runs")
-    if not all(c is None or (isinstance(c, int) and not isinstance(c, bool)) for c in codes):
-        raise ValueError("runner.json exit codes must be integers or null")
-    return codes
 
 
 def _num(s: str) -> float | None:
@@ -126,25 +109,6 @@ def parse_perf_csv(text: str) -> list[dict[str, dict[str, Any]]]:
     return groups
 
 
-def parse_harness_jsonl(text: str) -> tuple[list[dict[str, Any]], list[str]]:
-    """Parse harness.jsonl: returns (objects, warnings). Unparseable lines are skipped."""
-    objs: list[dict[str, Any]] = []
-    warnings: list[str] = []
-    for n, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            warnings.append(f"harness.jsonl line {n}: not JSON ({e.msg}); skipped")
-            continue
-        if not isinstance(obj, dict):
-            warnings.append(f"harness.jsonl line {n}: not an object; skipped")
-            continue
-        objs.append(obj)
-    return objs, warnings
-
-
 _MEMINFO_RE = re.compile(r"^([A-Za-z0-9_()]+):\s+(\d+)(?:\s+kB)?\s*$")
 
 
@@ -170,6 +134,15 @@ def parse_vmstat(text: str) -> dict[str, int]:
 
 
 MEMINFO_FIELDS = ("DirectMap4k", "DirectMap2M", "DirectMap1G", "PageTables")
+# The direct-map fields the report shows per boot, one definition for the
+# HTML and the text: field, HTML column, text column, text width.
+DIRECTMAP_SHOWN = (
+    ("DirectMap4k", "DirectMap4k kB", "4k kB", 19),
+    ("DirectMap2M", "DirectMap2M kB", "2M kB", 19),
+    ("DirectMap1G", "DirectMap1G kB", "1G kB", 9),
+    ("direct_map_level2_splits", "level-2 splits", "l2spl", 8),
+    ("direct_map_level3_splits", "level-3 splits", "l3spl", 6),
+)
 VMSTAT_FIELDS = ("direct_map_level2_splits", "direct_map_level3_splits", "nr_page_table_pages")
 
 

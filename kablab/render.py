@@ -18,6 +18,7 @@ from .load import Campaign
 from .noise import NOISE_CI, NOISE_UCB, need_text
 from .panels import model_matrix, tlb_matrix, verdict_matrix
 from .plots import distribution_svg, forest_svg
+from .rawparse import DIRECTMAP_SHOWN
 from .stats import (METHOD_NOTE, TLB_EVENTS, Analysis, _clean, analyse, boot_id, pct_change,
                     perf_summary)
 from .textreport import lkp_text, row_change, summary_text
@@ -45,11 +46,8 @@ MODEL_CAVEATS = (
     "with everything else the guest did meanwhile. Boots are the unit, as for times. Under "
     "-icount the guest's clock advances by instructions: its timings follow the instructions "
     "each kernel executes, not any speed.")
-DM_FIELDS = ("DirectMap4k", "DirectMap2M", "DirectMap1G", "direct_map_level2_splits",
-             "direct_map_level3_splits")
-DM_LABELS = {"DirectMap4k": "DirectMap4k kB", "DirectMap2M": "DirectMap2M kB",
-             "DirectMap1G": "DirectMap1G kB", "direct_map_level2_splits": "level-2 splits",
-             "direct_map_level3_splits": "level-3 splits"}
+DM_FIELDS = tuple(f for f, *_ in DIRECTMAP_SHOWN)
+DM_LABELS = {f: label for f, label, *_ in DIRECTMAP_SHOWN}
 CSV_FIELDS = ("campaign", "variant", "workload", "block", "order_index", "host", "accel",
               "run_index", "exit_code", "included", "source", "metric", "value", "unit",
               "better", "supported")

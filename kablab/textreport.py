@@ -11,6 +11,7 @@ from typing import Any
 
 from .fmt import STAT_ROWS, finite, num, pct, trunc
 from .panels import model_matrix_text, tlb_matrix_text, verdict_matrix_text
+from .rawparse import DIRECTMAP_SHOWN
 from .stats import Analysis, Comparison, Summary
 
 WIDTH = 100
@@ -204,8 +205,8 @@ def directmap_lines(rows: list[dict[str, Any]]) -> list[str]:
     out += _wrap("PT cost = (ceil(DirectMap4k/2048 kB) + ceil(DirectMap2M/1048576 kB)) x 4 KiB: "
                  "one page table per 2 MiB of 4k mappings and one per 1 GiB of 2M mappings "
                  "(not in PageTables:); /GiB = per GiB of guest RAM.")
-    out.append(f"{'kernel':<12}{'boot':<9}{'4k kB':>19}{'2M kB':>19}{'1G kB':>9}"
-               f"{'l2spl':>8}{'l3spl':>6}{'PT KiB':>12}{'/GiB':>6}")
+    out.append(f"{'kernel':<12}{'boot':<9}" + "".join(f"{label:>{w}}" for _, _, label, w in DIRECTMAP_SHOWN)
+               + f"{'PT KiB':>12}{'/GiB':>6}")
     if not rows:
         out.append("  no direct-map state recorded")
 
@@ -222,10 +223,8 @@ def directmap_lines(rows: list[dict[str, Any]]) -> list[str]:
             cost += "->" + ("n/a" if ca is None else str(ca))
         pg = d["cost_per_gib_after_kib"]
         out.append(trunc(f"{trunc(d['variant'], 11):<12}{trunc(d['boot'], 8):<9}"
-                         f"{g(d, 'DirectMap4k', 19)}{g(d, 'DirectMap2M', 19)}"
-                         f"{g(d, 'DirectMap1G', 9)}{g(d, 'direct_map_level2_splits', 8)}"
-                         f"{g(d, 'direct_map_level3_splits', 6)}{cost:>12}"
-                         f"{'n/a' if pg is None else f'{pg:.0f}':>6}", WIDTH))
+                         + "".join(g(d, f, w) for f, _, _, w in DIRECTMAP_SHOWN)
+                         + f"{cost:>12}{'n/a' if pg is None else f'{pg:.0f}':>6}", WIDTH))
     return out
 
 

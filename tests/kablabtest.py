@@ -119,6 +119,22 @@ def meminfo(console: str) -> dict[str, int]:
     return {m[0]: int(m[1]) for m in re.findall(r"KABLAB-MEMINFO (\w+):\s+(\d+) kB", console)}
 
 
+def recorded_boot(meta: dict, **guest) -> dict:
+    """The run role's --boot for a boot, its values those a real boot
+    recorded (tests/fixtures/guest-boot/boot-meta.json)."""
+    g = meta["guest"]
+    per_guest = ("boot", "booted_at", "ready_at", "domain", "cmdline", "uname_r", "uname_v")
+    return {"campaign": {**meta["campaign"], "variants": ["stock", "grouped", "split4k"]},
+            "entry": {"variant": meta["variant"], "block": meta["block"], "order_index": meta["order_index"],
+                      "host": "localhost"},
+            "host": {k: meta["host"][k] for k in ("name", "cpu_model", "kernel", "doctor")},
+            "guest": {**{k: g[k] for k in per_guest}, "console_log_campaign": f"logs/stock-boot{g['boot']}.log",
+                      "emulator_lost": [], **guest},
+            "config": {**{k: v for k, v in g.items() if k not in per_guest}, "accel": meta["host"]["accel"],
+                       "tlb_model": None},
+            "kernel": meta["kernel"], "sha256": {}, "perf_events": ["task-clock"], "noise": None}
+
+
 # --- reliability table, filled by tests/test_faults.py; conftest.py writes it
 # here after a whole-suite run (never over the tracked docs/reliability.md) ---
 RELIABILITY_BUILD = REPO / "build" / "reliability.md"

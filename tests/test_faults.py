@@ -149,7 +149,7 @@ def fault_vars(reports: Path) -> dict:
             "kablab_runs": RUNS, "kablab_warmup": 1, "kablab_blocks": 1,
             "workload_fault_inject_crash_runs": "2", "workload_fault_inject_hang_runs": "4",
             "workload_fault_inject_timeout_s": 10,
-            "workload_fork_exec_timeout_s": FORK_EXEC_TIMEOUT_S, "workload_runner_block_slack_s": BLOCK_SLACK_S}
+            "workload_fork_exec_timeout_s": FORK_EXEC_TIMEOUT_S, "run_block_slack_s": BLOCK_SLACK_S}
 
 
 def start_site(extra: dict, log: Path) -> subprocess.Popen:

@@ -18,7 +18,7 @@ HOST_KERNEL_CHANGES = re.compile(
 # Files that run on the controller/hypervisor. The workloads and the guest
 # runner run inside guests only, so they are not scanned.
 HOST_SIDE = ["playbooks", "roles", "scripts", "Makefile", ".ci", "kablab", "inventory", "ansible.cfg"]
-GUEST_ONLY = {"roles/workload_runner/files/kablab-guest-run"}
+GUEST_ONLY = {"roles/workloads/files/kablab-guest-run"}
 
 
 def host_side_files() -> list[Path]:

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from kablab import bootrun, collect, rawframe
-from kablabtest import need
+from kablabtest import need, recorded_boot
 
 ROOT = Path(__file__).resolve().parents[1]
 WL = ROOT / "workloads"
@@ -337,44 +337,70 @@ def test_fault_inject_hang_is_bounded(build_output):
     assert 1 <= time.monotonic() - t0 < 20
 
 
-GUEST_RUN = ROOT / "roles/workload_runner/files/kablab-guest-run"
+GUEST_RUN = ROOT / "roles/workloads/files/kablab-guest-run"
+
+
+def argv_file(path: Path, *argv: object) -> Path:
+    """A block's command as kablab-guest-boot writes it: one argument per line."""
+    path.write_text("".join(f"{a}\n" for a in argv))
+    return path
+
+
+def run_files(out: Path, n: int, kind: str) -> list[str]:
+    return [(out / "files" / f"run-{i}.{kind}").read_text() for i in range(1, n + 1)]
 
 
 def test_guest_runner_records_crashes_perf_stat_hides(build_output, tmp_path):
     """perf stat exits 0 when its child dies of a signal: the runner must
     still record run 2 as SIGSEGV, run 3 as exit 1 and run 4 (a hang) as
-    killed by its timeout, and keep runs 1 and 5."""
+    killed by its timeout, and keep runs 1 and 5, each run in its own files."""
     need("perf", "hyperfine")
     out = tmp_path / "block"
-    command = (f"{BUILD / 'fault-inject'} --iterations 1000 --crash-runs 2 "
-               "--hang-runs 4 --hang-s 60")
-    p = subprocess.run(["sh", str(GUEST_RUN), str(out), "5", "1", "3", "task-clock", command],
+    argv = argv_file(tmp_path / "argv", BUILD / "fault-inject", "--iterations", "1000", "--crash-runs", "2",
+                     "--hang-runs", "4", "--hang-s", "60")
+    p = subprocess.run(["sh", str(GUEST_RUN), str(out), "5", "1", "3", "task-clock", str(argv)],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
-    runner = json.loads((out / "runner.json").read_text())
-    assert runner["exit_codes"] == [0, 139, 0, 137, 0]
+    assert [int(rc) for rc in run_files(out, 5, "rc")] == [0, 139, 0, 137, 0]
     # its stdout carries the block's raw files, byte for byte (kablab/rawframe.py)
     frames = rawframe.parse(p.stdout)
-    assert {"hyperfine.json", "perf.csv", "harness.jsonl", "runner.json", "stderr.log",
-            "meminfo.before", "meminfo.after", "vmstat.before", "vmstat.after"} <= set(frames)
-    assert all(frames[f] == (out / f).read_bytes() for f in frames)
+    assert {"hyperfine.json", "meminfo.before", "meminfo.after", "vmstat.before", "vmstat.after"} <= set(frames)
+    assert {f"run-{n}.{k}" for n in range(1, 6) for k in ("rc", "perf", "err")} <= set(frames)
+    assert all(frames[f] == (out / "files" / f).read_bytes() for f in frames)
     p = subprocess.run(["sh", str(GUEST_RUN), str(tmp_path / "b2"), "3", "0", "3", "task-clock",
-                        f"{BUILD / 'fault-inject'} --crash-runs 3 --crash-how exit"],
+                        str(argv_file(tmp_path / "argv2", BUILD / "fault-inject", "--crash-runs", "3",
+                                      "--crash-how", "exit"))],
                        capture_output=True, text=True, timeout=120)
-    assert json.loads((tmp_path / "b2/runner.json").read_text())["exit_codes"] == [0, 0, 1]
-    lines = (out / "harness.jsonl").read_text().splitlines()
-    assert len(lines) == 5 and lines[1] == "{}" and lines[3] == "{}"
-    assert [json.loads(l)["params"]["kablab_run"] for l in (lines[0], lines[2], lines[4])] == [1, 3, 5]
-    assert "[run 2] fault-inject: run 2 crashes (segv)" in (out / "stderr.log").read_text()
+    assert [int(rc) for rc in run_files(tmp_path / "b2", 3, "rc")] == [0, 0, 1]
+    docs = run_files(out, 5, "json")
+    assert docs[1] == "" and docs[3] == ""
+    assert [json.loads(docs[i])["params"]["kablab_run"] for i in (0, 2, 4)] == [1, 3, 5]
+    assert "fault-inject: run 2 crashes (segv)" in run_files(out, 5, "err")[1]
+
+
+def test_guest_runner_passes_arguments_as_a_list(build_output, tmp_path):
+    """An argument with spaces or shell characters reaches the workload as
+    one argument, unparsed: here a --dir that exists only under that name."""
+    need("perf", "hyperfine")
+    odd = tmp_path / "a dir; with $(spaces) 'and' quotes"
+    odd.mkdir()
+    argv = argv_file(tmp_path / "argv", BUILD / "pagecache-read", "--size-mib", "1", "--iterations", "1",
+                     "--dir", odd)
+    p = subprocess.run(["sh", str(GUEST_RUN), str(tmp_path / "b"), "1", "0", "30", "task-clock", str(argv)],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert run_files(tmp_path / "b", 1, "rc") == ["0\n"], run_files(tmp_path / "b", 1, "err")
+    assert json.loads(run_files(tmp_path / "b", 1, "json")[0])["params"]["dir"] == str(odd)
 
 
 def test_collector_reads_the_guest_runner_stream(build_output, tmp_path):
     """The raw contract end to end: what kablab-guest-run prints, saved as
-    the runner role saves it, is all the collector needs; a cut stream
+    the run role saves it, is all the collector needs; a cut stream
     fails the block with the reason instead of losing it silently."""
     need("perf", "hyperfine")
     p = subprocess.run(["sh", str(GUEST_RUN), str(tmp_path / "guest"), "2", "0", "30", "task-clock",
-                        f"{BUILD / 'syscall-mix'} --seed 1"], capture_output=True, text=True, timeout=120)
+                        str(argv_file(tmp_path / "argv", BUILD / "syscall-mix", "--seed", "1"))],
+                       capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     meta = json.loads((ROOT / "tests/fixtures/raw-sample/meta.json").read_text())
     meta.update({"workload": "syscall-mix", "primary_metric": "ops_per_s",
@@ -389,7 +415,8 @@ def test_collector_reads_the_guest_runner_stream(build_output, tmp_path):
             assert doc["status"] == "ok", doc["failure"]
             assert doc["primary_metric"] == "ops_per_s"
             assert [r["metrics"]["ops_per_s"]["value"] > 0 for r in doc["runs"]] == [True, True]
-            assert (raw / "perf.csv").is_file()
+            assert [r["work"]["unit"] for r in doc["runs"]] == ["syscall", "syscall"]
+            assert (raw / "run-2.perf").is_file()
         else:
             assert doc["status"] == "failed" and "the stream was cut" in doc["failure"]["reason"]
 
@@ -441,30 +468,38 @@ def test_workload_added_by_the_recipe_is_picked_up(build_output, tmp_path):
 
     # The guest runner, exactly as a guest runs it (2 runs, 0 warm-up, 60 s each).
     binary = repo / "workloads/build/getpid-loop"
-    runner = subprocess.run([str(ROOT / "roles/workload_runner/files/kablab-guest-run"), str(tmp_path / "out"),
-                             "2", "0", "60", "task-clock", " ".join([str(binary)] + argv)],
+    runner = subprocess.run([str(GUEST_RUN), str(tmp_path / "out"), "2", "0", "60", "task-clock",
+                             str(argv_file(tmp_path / "argv", binary, *argv))],
                             capture_output=True, text=True, timeout=300)
     assert runner.returncode == 0, runner.stderr
     frames = rawframe.parse(runner.stdout)
-    assert json.loads(frames["runner.json"])["exit_codes"] == [0, 0]
-    docs = [json.loads(line) for line in frames["harness.jsonl"].decode().splitlines()]
+    assert [frames[f"run-{n}.rc"] for n in (1, 2)] == [b"0\n", b"0\n"]
+    docs = [json.loads(frames[f"run-{n}.json"]) for n in (1, 2)]
     assert [d["workload"] for d in docs] == ["getpid-loop", "getpid-loop"]
     assert all(d["params"]["iterations"] == 200 and d["metrics"]["calls_per_s"]["value"] > 0 for d in docs)
 
 
-GUEST_BOOT = ROOT / "roles/workload_runner/files/kablab-guest-boot"
+GUEST_BOOT = ROOT / "roles/workloads/files/kablab-guest-boot"
 
 
-def guest_boot(port: Path, work: Path, specs: list[dict]) -> str:
-    """Run kablab-guest-boot as the run stage does (plan on stdin; it
-    detaches) and wait for its end line in PORT, here a plain file."""
-    plan = bootrun.guest_plan(specs, str(BUILD), ["task-clock"])
+def guest_boot(port: Path, work: Path, specs: list[dict], sums: dict[str, str] | None = None) -> str:
+    """Run kablab-guest-boot as the run stage does, from a copy of what a
+    guest's config disk holds (the runner and the binaries side by side),
+    its plan on stdin (it detaches), and wait for its last line in PORT,
+    here a plain file."""
+    config = work.parent / "config"
+    config.mkdir(exist_ok=True)
+    for f in [GUEST_BOOT, GUEST_RUN] + [BUILD / s["name"] for s in specs]:
+        shutil.copy2(f, config / f.name)
+    if sums is None:
+        sums = dict(line.split()[::-1] for line in (BUILD / "SHA256SUMS").read_text().splitlines())
+    plan = bootrun.guest_plan(specs, str(config), ["task-clock"], sums)
     port.write_text("")
-    p = subprocess.run(["sh", str(GUEST_BOOT), str(port), str(work), "0"], input=plan,
+    p = subprocess.run(["sh", str(config / GUEST_BOOT.name), str(port), str(work), "0"], input=plan,
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 0, p.stderr
     deadline = time.monotonic() + 240
-    while "kablab-boot end" not in port.read_text() and time.monotonic() < deadline:
+    while not re.search(r"^kablab-boot (end|refused)", port.read_text(), re.M) and time.monotonic() < deadline:
         time.sleep(0.2)
     return port.read_text()
 
@@ -482,14 +517,17 @@ def test_guest_boot_runs_every_block_and_each_becomes_a_result(build_output, tmp
              {"name": "fork-exec", "argv": ["--seed", "1"], "runs": 2, "warmup": 0, "timeout_s": 30,
               "primary_metric": "execs_per_s"}]
     frames = guest_boot(tmp_path / "frames", tmp_path / "guest", specs)
+    described = rawframe.parse(bootrun.split_frames(frames)["describe"])
+    assert described["uname_r"].decode().strip() == os.uname().release
+    assert described["hyperfine"].startswith(b"hyperfine ") and b"syscall-mix" in described["sha256"]
     assert [m.group(1) for m in re.finditer(r"^kablab-block (\S+) begin$", frames, re.M)] == \
         [s["name"] for s in specs]
     assert re.findall(r"^kablab-block \S+ end (\d+)$", frames, re.M) == ["0", "0", "0"]
 
-    meta = json.loads((ROOT / "tests/fixtures/raw-sample/meta.json").read_text())
-    boot = {"variant": "stock", "block": 0, "meta": meta, "sha256": {s["name"]: "ab" * 32 for s in specs},
-            "variants": ["stock", "grouped"], "perf_events": ["task-clock"], "tlb": None, "tlb_records": None,
-            "noise": None, "console_log": "logs/stock-boot1.log"}
+    boot = recorded_boot(json.loads((ROOT / "tests/fixtures/guest-boot/boot-meta.json").read_text()),
+                         console_log_campaign="logs/stock-boot1.log")
+    boot["campaign"]["variants"] = ["stock", "grouped"]
+    boot["sha256"] = {s["name"]: "ab" * 32 for s in specs}
     camp = tmp_path / "campaign"
     out = bootrun.collect_boot(camp, boot, specs, frames, {"complete": True, "stopped": None, "blocks": {}})
     assert out == {"ok": ["syscall-mix", "fault-inject", "fork-exec"], "failed": [], "remaining": [], "errors": []}
@@ -512,3 +550,15 @@ def test_guest_boot_runs_every_block_and_each_becomes_a_result(build_output, tmp
     assert bootrun.todo(camp, "stock", 0, [s["name"] for s in specs], "T1") == ["fault-inject", "fork-exec"]
     assert (camp / "attempts/T1/stock/fault-inject-block0.json").is_file()
     assert (camp / "attempts/T1/stock/fault-inject-block0").is_dir()
+
+
+def test_guest_refuses_a_binary_that_is_not_the_one_built(build_output, tmp_path):
+    """A binary on the config disk that differs from the controller's
+    build: the guest describes itself, runs nothing and says why."""
+    need("perf", "hyperfine")
+    spec = {"name": "syscall-mix", "argv": ["--seed", "1"], "runs": 1, "warmup": 0, "timeout_s": 30}
+    frames = guest_boot(tmp_path / "frames", tmp_path / "guest", [spec], {"syscall-mix": "0" * 64})
+    split = bootrun.split_frames(frames)
+    assert split["describe"] and split["blocks"] == {}
+    assert split["refused"].startswith("a workload binary is not the one built on the controller")
+    assert "syscall-mix: FAILED" in split["refused"]

@@ -10,7 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from kablab import bootrun, domains, inputs  # noqa: E402
 from kablab.doctor import provenance as doctor_provenance  # noqa: E402
 from kablab.kcache import build_times, du_freed, kernel_entries, merge_manifest, prune_decision  # noqa: E402
-from kablab.plan import campaign_workloads, host_boots, plan_boots, tlb_model_decision  # noqa: E402
+from kablab.plan import LANE_VARS, campaign_workloads, host_boots, lanes, plan_boots, tlb_model_decision  # noqa: E402
 from kablab.validate import input_errors, workload_spec  # noqa: E402
 
 
@@ -47,6 +47,11 @@ class FilterModule:
             "kablab_plan": lambda variants, rounds, seed, hosts: plan_boots(
                 list(variants), int(rounds), int(seed), list(hosts)),
             "kablab_host_boots": host_boots,
+            # variable names -> those a lane takes over from its hypervisor
+            "kablab_lane_var_names": lambda names: [n for n in names if n in LANE_VARS],
+            # {hosts, settings, model_on, cpus, host_vars} -> the lanes boots are dealt to
+            "kablab_lanes": lambda a: lanes(list(a["hosts"]), dict(a["settings"]), str(a["model_on"]).lower() == "true",
+                                            dict(a["cpus"]), dict(a["host_vars"])),
             # (kablab_tlb_model, each hypervisor's accel) -> {on, why}
             "kablab_tlb_model_decision": lambda setting, accels: tlb_model_decision(setting, list(accels)),
             # (kablab_workloads, every workload, the model's set, model on) -> the campaign's
@@ -101,8 +106,8 @@ class FilterModule:
             # settings: {name, var, argv, timeout_s, primary_metric, runs, warmup,
             # prepare, error}; preflight dry-runs the argv the runner runs.
             # a boot's blocks: kablab-guest-boot's plan and framewatch.py's timeouts
-            "kablab_guest_boot_plan": lambda specs, guest_dir, events: bootrun.guest_plan(
-                list(specs), str(guest_dir), list(events)),
+            "kablab_guest_boot_plan": lambda specs, guest_dir, events, binaries: bootrun.guest_plan(
+                list(specs), str(guest_dir), list(events), dict(binaries)),
             "kablab_block_timeouts": lambda specs, slack: bootrun.block_timeouts(list(specs), slack),
             "kablab_workload_spec": lambda settings, name, profile, seed, runs, warmup: workload_spec(
                 name, profile, seed, dict(settings), runs, warmup),

@@ -23,15 +23,14 @@ def test_real_hyperfine_json() -> None:
     assert isinstance(hf["user"], float)
 
 
-def test_real_perf_csv_groups_and_unsupported() -> None:
-    groups = parse_perf_csv((RAW / "perf.csv").read_text())
-    assert len(groups) == 2                   # two `# started on` groups (--append)
-    for g in groups:
+def test_real_perf_output_and_unsupported() -> None:
+    for n in (1, 2, 3):
+        (g,) = parse_perf_csv((RAW / f"run-{n}.perf").read_text())     # one run, one group
         assert g["dTLB-loads"]["supported"] is False
         assert g["dTLB-loads"]["value"] is None          # never 0
         assert g["page-faults"]["supported"] is True
         assert isinstance(g["page-faults"]["value"], int) and g["page-faults"]["value"] > 0
-        assert g["context-switches"]["supported"] is True
+        assert g["task-clock"]["unit"] == "msec"
 
 
 def test_perf_taskclock_msec_and_not_counted() -> None:
@@ -46,15 +45,18 @@ def test_perf_taskclock_msec_and_not_counted() -> None:
 
 
 def test_collect_raw_sample(tmp_path: Path) -> None:
+    """Every run from its own files, by index: harness JSON, perf, status."""
     out = tmp_path / "sub" / "r.json"
     assert collect.main([str(RAW), str(out)]) == 0
     doc = json.loads(out.read_text())
     assert validation_errors(doc) == []
-    assert doc["status"] == "ok" and len(doc["runs"]) == 3
-    assert doc["runs"][0]["perf"]["dTLB-loads"]["value"] is None
-    assert doc["runs"][2]["perf"] == {}                    # 2 perf groups for 3 runs
-    assert any("perf.csv" in w for w in doc["collect"]["warnings"])
-    assert doc["runs"][1]["metrics"]["round_trips_per_s"]["value"] == 60576.76348
+    assert doc["status"] == "ok" and len(doc["runs"]) == 3 and doc["collect"]["warnings"] == []
+    for n, run in enumerate(doc["runs"], 1):
+        harness = json.loads((RAW / f"run-{n}.json").read_text())
+        assert run["metrics"]["round_trips_per_s"]["value"] == harness["metrics"]["round_trips_per_s"]["value"]
+        assert run["exit_code"] == 0 and run["included"]
+        assert run["perf"]["dTLB-loads"]["value"] is None and run["perf"]["page-faults"]["value"] > 0
+        assert run["work"] == {"amount": 2000.0, "unit": "round trip"}
     assert doc["runs"][1]["metrics"]["round_trips_per_s"]["unit"] == "1/s"
     assert doc["directmap"]["before"]["DirectMap4k"] is not None
     assert [p.name for p in out.parent.iterdir()] == ["r.json"]   # no temp file left
@@ -68,12 +70,12 @@ def _copy(tmp_path: Path) -> Path:
 
 def test_ok_block_missing_files_becomes_failed(tmp_path: Path) -> None:
     raw = _copy(tmp_path)
-    (raw / "perf.csv").unlink()
+    (raw / "hyperfine.json").unlink()
     (raw / "vmstat.after").unlink()
     doc = collect.collect_to(raw, tmp_path / "r.json")
     assert doc["status"] == "failed"
     assert doc["failure"]["stage"] == "collect"
-    assert "perf.csv" in doc["failure"]["reason"] and "vmstat.after" in doc["failure"]["reason"]
+    assert "hyperfine.json" in doc["failure"]["reason"] and "vmstat.after" in doc["failure"]["reason"]
 
 
 def test_corrupt_hyperfine_becomes_failed(tmp_path: Path) -> None:
@@ -99,15 +101,31 @@ def test_failed_block_with_only_meta(tmp_path: Path) -> None:
     assert doc["directmap"]["after"]["DirectMap4k"] is None
 
 
-def test_nonzero_exit_run_kept_but_excluded(tmp_path: Path) -> None:
+def test_runs_that_failed_are_kept_and_excluded(tmp_path: Path) -> None:
+    """The shapes kablab-guest-run leaves: a crashed run (its status 139, no
+    JSON), a run killed with perf by the timeout (137, no perf output), a
+    run whose status file is missing (unknown), a run that said 0 but
+    printed no JSON. Each keeps its index; hyperfine's codes are not read."""
     raw = _copy(tmp_path)
-    hf = json.loads((raw / "hyperfine.json").read_text())
-    hf["results"][0]["exit_codes"] = [0, 1, 0]
-    (raw / "hyperfine.json").write_text(json.dumps(hf))
+    (raw / "run-2.rc").write_text("139\n")
+    (raw / "run-2.json").write_text("")
+    (raw / "run-2.err").write_text("Segmentation fault\n")
+    (raw / "run-3.rc").write_text("137\n")
+    (raw / "run-3.perf").unlink()
     doc = collect.collect_to(raw, tmp_path / "r.json")
     assert doc["status"] == "ok"
-    assert [r["exit_code"] for r in doc["runs"]] == [0, 1, 0]
-    assert [r["included"] for r in doc["runs"]] == [True, False, True]
+    assert [r["exit_code"] for r in doc["runs"]] == [0, 139, 137]
+    assert [r["included"] for r in doc["runs"]] == [True, False, False]
+    assert doc["runs"][1]["exclude_reason"] == "exit code 139 (SIGSEGV)" and doc["runs"][1]["metrics"] == {}
+    assert doc["runs"][2]["perf"] == {} and doc["runs"][2]["metrics"]["round_trips_per_s"]["value"] > 0
+    (raw / "run-1.rc").unlink()
+    (raw / "run-3.rc").write_text("0\n")
+    (raw / "run-3.json").write_text("")
+    doc = collect.collect_to(raw, tmp_path / "r2.json")
+    assert doc["runs"][0]["exclude_reason"].startswith("exit code unknown")
+    assert doc["runs"][2]["exclude_reason"] == "exit 0 without JSON output"
+    assert doc["status"] == "failed" and "all 3 runs failed" in doc["failure"]["reason"]
+    assert "[run 2] Segmentation fault" in doc["failure"]["stderr_tail"]
 
 
 def test_missing_meta_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -116,48 +134,6 @@ def test_missing_meta_is_an_error(tmp_path: Path, capsys: pytest.CaptureFixture[
     assert collect.main([str(raw), str(tmp_path / "r.json")]) == 1
     assert "meta.json is missing" in capsys.readouterr().err
     assert not (tmp_path / "r.json").exists()
-
-
-def test_runner_shaped_block(tmp_path: Path) -> None:
-    """The shape roles/workload_runner/files/kablab-guest-run writes: a `{}` harness
-    line for a run without JSON, a placeholder perf group, Ansible-stringified ints."""
-    raw = _copy(tmp_path)
-    hf = json.loads((raw / "hyperfine.json").read_text())
-    hf["results"][0]["exit_codes"] = [0, 137, 0]
-    (raw / "hyperfine.json").write_text(json.dumps(hf))
-    lines = (raw / "harness.jsonl").read_text().splitlines()
-    (raw / "harness.jsonl").write_text("\n".join([lines[0], "{}", lines[2]]) + "\n")
-    groups = (raw / "perf.csv").read_text()
-    (raw / "perf.csv").write_text(groups + "# started on (run 3 produced no perf output)\n")
-    meta = json.loads((raw / "meta.json").read_text())
-    meta["block"], meta["order_index"], meta["campaign"]["seed"] = "2", "7", "1"
-    meta["runner"]["runs"] = "3"
-    (raw / "meta.json").write_text(json.dumps(meta))
-    doc = collect.collect_to(raw, tmp_path / "r.json")
-    assert (doc["block"], doc["order_index"], doc["campaign"]["seed"]) == (2, 7, 1)
-    assert [r["included"] for r in doc["runs"]] == [True, False, True]
-    assert doc["runs"][1]["metrics"] == {} and doc["runs"][1]["exit_code"] == 137
-    assert doc["runs"][2]["metrics"]["round_trips_per_s"]["value"] == 65010.12419
-    assert doc["runs"][2]["perf"] == {}
-    assert doc["runs"][1]["perf"]["page-faults"]["value"] == 48
-
-
-def test_runner_exit_codes_beat_hyperfine(tmp_path: Path) -> None:
-    """hyperfine sees kablab-guest-run's wrapper exit 1 for a crash; runner.json
-    has the signal, and a broken runner.json falls back with a warning."""
-    raw = _copy(tmp_path)
-    hf = json.loads((raw / "hyperfine.json").read_text())
-    hf["results"][0]["exit_codes"] = [0, 1, 1]
-    (raw / "hyperfine.json").write_text(json.dumps(hf))
-    (raw / "runner.json").write_text('{"hyperfine_rc": 0, "exit_codes": [0, 139, null]}')
-    doc = collect.collect_to(raw, tmp_path / "r.json")
-    assert [r["exit_code"] for r in doc["runs"]] == [0, 139, None]
-    assert doc["runs"][1]["exclude_reason"] == "exit code 139 (SIGSEGV)"
-    assert doc["runs"][2]["exclude_reason"].startswith("exit code unknown")
-    (raw / "runner.json").write_text('{"exit_codes": [0, 139]}')
-    doc = collect.collect_to(raw, tmp_path / "r2.json")
-    assert [r["exit_code"] for r in doc["runs"]] == [0, 1, 1]
-    assert any("runner.json has no exit code list for 3 runs" in w for w in doc["collect"]["warnings"])
 
 
 def test_ansible_failure_strings(tmp_path: Path) -> None:

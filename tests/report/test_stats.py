@@ -213,13 +213,12 @@ def test_tlb_miss_rate_with_a_pmu(tmp_path) -> None:  # type: ignore[no-untyped-
     from kablab.stats import perf_summary
     raw = tmp_path / "raw"
     shutil.copytree(Path(__file__).resolve().parents[1] / "fixtures" / "raw-sample", raw)
-    groups = []
-    for loads, misses in ((1000, 10), (3000, 50), (2000, 20)):
-        groups.append(f"# started on Thu Dec  3 07:41:08 2026\n\n"
-                      f"{loads},,dTLB-loads,1000,100.00,,\n"
-                      f"{misses},,dTLB-load-misses,1000,100.00,1.00,of all dTLB cache accesses\n"
-                      f"<not counted>,,iTLB-loads,0,0.00,,\n")
-    (raw / "perf.csv").write_text("".join(groups))
+    for n, (loads, misses) in enumerate(((1000, 10), (3000, 50), (2000, 20)), 1):
+        (raw / f"run-{n}.perf").write_text(
+            f"# started on Thu Dec  3 07:41:08 2026\n\n"
+            f"{loads},,dTLB-loads,1000,100.00,,\n"
+            f"{misses},,dTLB-load-misses,1000,100.00,1.00,of all dTLB cache accesses\n"
+            f"<not counted>,,iTLB-loads,0,0.00,,\n")
     collect_to(raw, tmp_path / "camp" / "results" / "r.json")
     cells = perf_summary(load_campaign(tmp_path / "camp"))["pipe-pingpong"]["stock"]
     assert cells["dTLB-loads"].mean == pytest.approx(2000)

@@ -1,32 +1,38 @@
-"""kablab/bootrun.py: the guest command's plan and the blocks' time bounds."""
+"""kablab/bootrun.py: the guest command's plan, the blocks' time bounds, the
+boot's record and its results."""
 from __future__ import annotations
 
 import json
-import shlex
 from pathlib import Path
 
 import pytest
 
-from kablab.bootrun import block_timeouts, collect_boot, guest_plan, split_frames
+from kablab.bootrun import block_timeouts, boot_record, collect_boot, guest_plan, progress, split_frames
+from kablabtest import recorded_boot as boot_inputs
 
 SPECS = [{"name": "syscall-mix", "argv": ["--iterations", "50000", "--seed", "1"], "runs": 3, "warmup": 1,
           "timeout_s": 300},
          {"name": "module-bpf-churn", "argv": ["--module", "/var/tmp/kablab/kablab churn.ko", "--seed", "1"],
           "runs": 2, "warmup": 0, "timeout_s": 60}]
+FIXTURE = Path(__file__).resolve().parents[1] / "fixtures/guest-boot"
 
 
-def test_plan_is_one_tab_separated_line_per_block():
-    lines = guest_plan(SPECS, "/run/kablab/config/kablab", ["task-clock", "dTLB-load-misses"]).splitlines()
-    assert len(lines) == 2
-    name, runs, warmup, timeout, events, command = lines[1].split("\t")
-    assert (name, runs, warmup, timeout, events) == ("module-bpf-churn", "2", "0", "60", "task-clock,dTLB-load-misses")
-    assert shlex.split(command) == ["/run/kablab/config/kablab/module-bpf-churn", "--module",
-                                    "/var/tmp/kablab/kablab churn.ko", "--seed", "1"]
+def test_plan_names_the_binaries_then_each_block_and_its_argv_one_per_line():
+    plan = guest_plan(SPECS, "/run/kablab/config/kablab", ["task-clock", "dTLB-load-misses"],
+                      {"syscall-mix": "aa" * 32, "module-bpf-churn": "bb" * 32, "unused": "cc" * 32})
+    lines = [line.split("\t") for line in plan.splitlines()]
+    assert lines[:2] == [["binary", "module-bpf-churn", "bb" * 32], ["binary", "syscall-mix", "aa" * 32]]
+    i = lines.index(["block", "module-bpf-churn", "2", "0", "60", "task-clock,dTLB-load-misses"])
+    # the argument with a space stays one argument: nothing parses it as shell
+    assert lines[i + 1:] == [["arg", "/run/kablab/config/kablab/module-bpf-churn"], ["arg", "--module"],
+                             ["arg", "/var/tmp/kablab/kablab churn.ko"], ["arg", "--seed"], ["arg", "1"]]
 
 
 def test_plan_refuses_what_the_guest_would_misread():
     with pytest.raises(ValueError, match="tab or newline"):
         guest_plan([{**SPECS[0], "argv": ["a\tb"]}], "/g", ["task-clock"])
+    with pytest.raises(ValueError, match="tab or newline"):
+        guest_plan([{**SPECS[0], "argv": ["a\nb"]}], "/g", ["task-clock"])
     with pytest.raises(ValueError, match="empty"):
         guest_plan(SPECS, "/g", [])
 
@@ -36,51 +42,88 @@ def test_block_timeouts():
                                           {"name": "module-bpf-churn", "timeout_s": 240}]
 
 
-def test_split_frames_keeps_a_cut_block():
-    parts = split_frames("noise\nkablab-block a begin\nkablab-raw 1\nx eA==\nkablab-raw end\nkablab-block a end 0\n"
-                         "kablab-block b begin\nkablab-raw 1\n")
-    assert parts["a"] == {"stream": "kablab-raw 1\nx eA==\nkablab-raw end\n", "ended": True, "rc": 0}
-    assert parts["b"] == {"stream": "kablab-raw 1\n", "ended": False, "rc": None}
+def test_split_frames_keeps_the_description_and_a_cut_block():
+    parts = split_frames("noise\nkablab-describe begin\nkablab-raw 1\nuname_r eA==\nkablab-raw end\n"
+                         "kablab-describe end\nkablab-block a begin\nkablab-raw 1\nx eA==\nkablab-raw end\n"
+                         "kablab-block a end 0\nkablab-block b begin\nkablab-raw 1\n")
+    assert parts["describe"] == "kablab-raw 1\nuname_r eA==\nkablab-raw end\n"
+    assert parts["refused"] is None
+    assert parts["blocks"]["a"] == {"stream": "kablab-raw 1\nx eA==\nkablab-raw end\n", "ended": True, "rc": 0}
+    assert parts["blocks"]["b"] == {"stream": "kablab-raw 1\n", "ended": False, "rc": None}
+    assert split_frames("kablab-boot refused a binary differs\n")["refused"] == "a binary differs"
 
 
-FIXTURE = Path(__file__).resolve().parents[1] / "fixtures/guest-boot"
+def test_boot_record_is_the_results_provenance():
+    meta = json.loads((FIXTURE / "boot-meta.json").read_text())
+    describe = {"uname_r": b"6.1.192-kablab-stock\n", "uname_v": b"#3c5bf236eaf3f21c SMP x\n",
+                "cmdline": b"console=ttyS0 root=/dev/vda\n", "hyperfine": b"hyperfine 1.15.0\n",
+                "perf": b"perf version 6.1.176\nmore\n"}
+    rec = boot_record(boot_inputs(meta), describe)
+    assert rec["guest"]["vcpus"] == 2 and rec["guest"]["memory_mib"] == 2048 and rec["guest"]["boot"] == 6
+    assert rec["host"]["accel"] == "tcg" and "accel" not in rec["guest"]
+    assert rec["guest"]["uname_v"] == "#3c5bf236eaf3f21c SMP x"
+    assert rec["tools"] == {"hyperfine": "hyperfine 1.15.0", "perf": "perf version 6.1.176"}
+    assert (rec["variant"], rec["block"], rec["campaign"]["seed"], rec["tlb_model"]) == ("stock", 0, 1, None)
 
 
 def test_recorded_guest_frames_become_valid_results(tmp_path):
     """A real guest's frames (stock, syscall-mix, module-bpf-churn and
-    fault-inject; recorded by the suite's first one-command boot, which
+    fault-inject, recorded by the suite's first one-command boot, which
     also ran an empty plan line as a nameless block: blocks not planned
-    are ignored) with that boot's real provenance."""
+    are ignored) with that boot's real provenance: the boot's record is
+    written once, and every result carries it."""
     frames = (FIXTURE / "stock-boot6.frames").read_text()
     meta = json.loads((FIXTURE / "boot-meta.json").read_text())
     specs = [{"name": n, "argv": ["--seed", "1"], "runs": 3, "warmup": 1, "timeout_s": 300, "primary_metric": m}
              for n, m in (("syscall-mix", "ops_per_s"), ("module-bpf-churn", "module_loads_per_s"),
                           ("fault-inject", "ns_per_iteration"))]
-    boot = {"variant": "stock", "block": 0, "meta": meta, "sha256": {}, "variants": ["stock", "grouped", "split4k"],
-            "perf_events": ["task-clock"], "tlb": "", "tlb_records": None, "noise": None,
-            "console_log": "logs/stock-boot6.log"}
     watch = {"complete": True, "stopped": None,
              "blocks": {"syscall-mix": {"began": "2026-12-05T16:51:55Z", "ended": "2026-12-05T16:52:02Z", "rc": 0}}}
-    out = collect_boot(tmp_path, boot, specs, frames, watch)
+    out = collect_boot(tmp_path, boot_inputs(meta), specs, frames, watch)
     assert out == {"ok": [s["name"] for s in specs], "failed": [], "remaining": [], "errors": []}
+    record = json.loads((tmp_path / "boots/stock-boot6.json").read_text())
     doc = json.loads((tmp_path / "results/stock/syscall-mix-block0.json").read_text())
     assert (doc["started_at"], doc["finished_at"]) == ("2026-12-05T16:51:55Z", "2026-12-05T16:52:02Z")
-    assert len(doc["runs"]) == 3 and all(r["included"] for r in doc["runs"])
+    assert {k: doc[k] for k in ("host", "guest", "kernel", "tools", "campaign")} == \
+        {k: record[k] for k in ("host", "guest", "kernel", "tools", "campaign")}
     assert doc["guest"]["uname_r"] == "6.1.192-kablab-stock" and "tlb_model" not in doc
     churn = json.loads((tmp_path / "results/stock/module-bpf-churn-block0.json").read_text())
     assert churn["runs"][0]["metrics"]["module_loads_per_s"]["value"] > 0
 
 
-def test_provenance_of_another_boot_is_refused(tmp_path):
-    """A boot that failed early must not be recorded with the previous
-    boot's description (a stale fact once labelled panicboot's results
-    'stock')."""
+def test_a_guest_that_refuses_fails_every_block_at_boot(tmp_path):
     meta = json.loads((FIXTURE / "boot-meta.json").read_text())
-    boot = {"variant": "panicboot", "block": 0, "meta": meta, "sha256": {}, "variants": ["stock", "panicboot"],
-            "perf_events": ["task-clock"], "tlb": None, "tlb_records": None, "noise": None, "console_log": None}
+    spec = {"name": "syscall-mix", "argv": ["--seed", "1"], "runs": 3, "warmup": 1, "timeout_s": 300,
+            "primary_metric": "ops_per_s"}
+    frames = "kablab-boot refused a workload binary is not the one built on the controller: syscall-mix: FAILED\n"
+    out = collect_boot(tmp_path, boot_inputs(meta), [spec], frames, {"complete": True, "stopped": None})
+    assert out["failed"] == ["syscall-mix"] and out["remaining"] == []
+    doc = json.loads((tmp_path / "results/stock/syscall-mix-block0.json").read_text())
+    assert doc["failure"]["stage"] == "boot"
+    assert doc["failure"]["reason"].startswith("the guest refused to run: a workload binary is not the one built")
+
+
+def test_a_guest_that_never_came_up_has_no_other_boots_provenance(tmp_path):
+    """A boot that failed before its guest joined records no guest of an
+    earlier boot (a stale one once labelled panicboot's results 'stock'),
+    and writes no boot record."""
+    meta = json.loads((FIXTURE / "boot-meta.json").read_text())
+    boot = {**boot_inputs(meta), "guest": {}}
+    boot["entry"] = {**boot["entry"], "variant": "panicboot"}
     spec = {"name": "syscall-mix", "argv": ["--seed", "1"], "runs": 3, "warmup": 1, "timeout_s": 300,
             "primary_metric": "ops_per_s"}
     out = collect_boot(tmp_path, boot, [spec], "", boot_failure={"stage": "boot", "reason": "panicked"})
-    assert out["ok"] == [] and out["failed"] == []
-    assert out["errors"] == ["syscall-mix: the provenance describes stock round 0, not the boot of panicboot round 0"]
-    assert not (tmp_path / "results").exists()
+    assert out["failed"] == ["syscall-mix"] and out["errors"] == []
+    doc = json.loads((tmp_path / "results/panicboot/syscall-mix-block0.json").read_text())
+    assert doc["variant"] == "panicboot" and "uname_r" not in doc["guest"] and "boot" not in doc["guest"]
+    assert not (tmp_path / "boots").exists()
+
+
+def test_progress_line():
+    plan = [{"variant": v, "block": b, "host": h, "order_index": i}
+            for i, (v, b, h) in enumerate([("stock", 0, "a"), ("split4k", 0, "b"), ("split4k", 1, "a"),
+                                           ("stock", 1, "b")])]
+    assert progress(plan, plan[2], "a", False, 1, 100.0) == \
+        "kablab: boot 3/4 on a: split4k block 1; 1 boot(s) done here in 100 s, ETA 100 s"
+    assert progress(plan, plan[0], "a", True, 0, 3.0).endswith("(done, skipped); 0 boot(s) done here in 3 s, "
+                                                                "ETA unknown until the first boot ends")

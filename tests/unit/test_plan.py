@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kablab.plan import campaign_workloads, host_boots, plan_boots, tlb_model_decision
+from kablab.plan import campaign_workloads, host_boots, lanes, plan_boots, tlb_model_decision
 
 V = ["stock", "grouped", "split4k"]
 
@@ -104,3 +104,13 @@ def test_model_workloads_are_workloads():
     wl = yaml.safe_load((Path(__file__).resolve().parents[2] / "inventory/group_vars/all/workloads.yml").read_text())
     assert wl["kablab_model_workloads"] and set(wl["kablab_model_workloads"]) <= set(wl["kablab_all_workloads"])
     assert wl["kablab_workloads"] == []
+
+
+def test_lanes_one_per_cpu_with_the_model_else_one():
+    hv = {"a": {"ansible_connection": "local", "guest_domain_prefix": "kablab-a", "other": 1}}
+    two = lanes(["a"], {"a": "auto"}, True, {"a": 2}, hv)
+    assert [(x["name"], x["lane"], x["hypervisor"]) for x in two] == [("a", 0, "a"), ("a-lane1", 1, "a")]
+    assert two[1]["vars"] == {"ansible_connection": "local", "guest_domain_prefix": "kablab-a"}
+    assert [x["name"] for x in lanes(["a", "b"], {"a": "auto", "b": "auto"}, False, {"a": 8, "b": 8}, {})] == ["a", "b"]
+    assert len(lanes(["a"], {"a": "3"}, False, {"a": 1}, {})) == 3
+    assert len(lanes(["a"], {"a": 1}, True, {"a": 4}, {})) == 1
