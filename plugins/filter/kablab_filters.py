@@ -44,8 +44,8 @@ def input_check(values: dict, context: dict | None = None) -> list[str]:
 class FilterModule:
     def filters(self):
         return {
-            "kablab_plan": lambda variants, rounds, seed, hosts: plan_boots(
-                list(variants), int(rounds), int(seed), list(hosts)),
+            # {variants, rounds, seed, hosts} -> the boot plan
+            "kablab_plan": lambda a: plan_boots(list(a["variants"]), int(a["rounds"]), int(a["seed"]), list(a["hosts"])),
             "kablab_host_boots": host_boots,
             # variable names -> those a lane takes over from its hypervisor
             "kablab_lane_var_names": lambda names: [n for n in names if n in LANE_VARS],
@@ -54,9 +54,9 @@ class FilterModule:
                                             dict(a["cpus"]), dict(a["host_vars"])),
             # (kablab_tlb_model, each hypervisor's accel) -> {on, why}
             "kablab_tlb_model_decision": lambda setting, accels: tlb_model_decision(setting, list(accels)),
-            # (kablab_workloads, every workload, the model's set, model on) -> the campaign's
-            "kablab_campaign_workloads": lambda chosen, every, model, on: campaign_workloads(
-                chosen, list(every), list(model), str(on).lower() in ("true", "1", "yes")),
+            # {chosen: kablab_workloads, every, model: the model's set, model_on} -> the campaign's
+            "kablab_campaign_workloads": lambda a: campaign_workloads(
+                a["chosen"], list(a["every"]), list(a["model"]), str(a["model_on"]).lower() in ("true", "1", "yes")),
             "kablab_boots_from_noise": boots_from_noise,
             # (variants, seed) -> messages naming each bad input; [] = all good
             "kablab_input_errors": input_errors,
@@ -74,19 +74,21 @@ class FilterModule:
             "kablab_build_times": lambda keys, records: build_times(list(keys), list(records)),
             # (old manifest or None, this run's kernels) -> the manifest to write
             "kablab_merge_manifest": merge_manifest,
-            # (cache dir, record paths, records, manifests, stale candidates, keep)
+            # {cache_dir, paths: record paths, records, manifests, stale: candidates, keep}
             #   -> {builds, in_use, old, stale, paths, kept}
-            "kablab_prune_decision": lambda cache_dir, paths, records, manifests, stale, keep: prune_decision(
-                cache_dir, list(paths), list(records), list(manifests), list(stale), int(keep)),
+            "kablab_prune_decision": lambda a: prune_decision(
+                a["cache_dir"], list(a["paths"]), list(a["records"]), list(a["manifests"]), list(a["stale"]),
+                int(a["keep"])),
             # (du -sb lines, paths) -> bytes the removal of paths frees
             "kablab_du_freed": lambda lines, paths: du_freed(list(lines), list(paths)),
             # guest_domain: the per-domain plan, its input errors, boot numbers,
             # config disks to (re)make and the guests' record (kablab.domains)
             "kablab_domain_errors": lambda variants, only, prefix: domains.plan_errors(
                 list(variants), list(only), prefix),
-            "kablab_domain_plan": lambda variants, only, prefix, publish_dir, kernels, port_base, common, ssh_dir:
-                domains.domain_plan(list(variants), list(only), prefix, publish_dir, dict(kernels),
-                                    int(port_base), common, str(ssh_dir)),
+            # {variants, only, prefix, publish_dir, kernels, port_base, cmdline, ssh_dir}
+            "kablab_domain_plan": lambda a: domains.domain_plan(
+                list(a["variants"]), list(a["only"]), a["prefix"], a["publish_dir"], dict(a["kernels"]),
+                int(a["port_base"]), a["cmdline"], str(a["ssh_dir"])),
             "kablab_boot_numbers": lambda found, running: domains.boot_numbers(list(found), list(running)),
             "kablab_console_logs": lambda boots, logdir: {v: domains.console_log(logdir, v, int(n))
                                                           for v, n in dict(boots).items()},
@@ -94,23 +96,26 @@ class FilterModule:
             # and the known_hosts file join.yml fills
             "kablab_ssh_options": lambda ssh_dir, prefix: " ".join(domains.ssh_options(ssh_dir, prefix)),
             "kablab_known_hosts": lambda ssh_dir, prefix: domains.known_hosts(ssh_dir, prefix),
-            "kablab_config_disks": lambda plan, exists, sizes, *changed: domains.config_disks_to_make(
-                list(plan), list(exists), [int(s) for s in sizes], *[list(c) for c in changed]),
-            "kablab_guests_record": lambda plan, unames, boots, logdir, kernels, hypervisor, booted, ready, known, lost:
-                domains.guests_record(list(plan), list(unames), dict(boots), logdir, dict(kernels),
-                                      hypervisor, float(booted), float(ready), dict(known), dict(lost)),
+            # {plan, exists, sizes, changed: [per-step changed lists]} -> the disks to (re)make
+            "kablab_config_disks": lambda a: domains.config_disks_to_make(
+                list(a["plan"]), list(a["exists"]), [int(s) for s in a["sizes"]], *[list(c) for c in a["changed"]]),
+            # {plan, unames, boots, logdir, kernels, hypervisor, booted, ready, known, lost}
+            "kablab_guests_record": lambda a: domains.guests_record(
+                list(a["plan"]), list(a["unames"]), dict(a["boots"]), a["logdir"], dict(a["kernels"]),
+                a["hypervisor"], float(a["booted"]), float(a["ready"]), dict(a["known"]), dict(a["lost"])),
             # (the boot wait's results, boot numbers, earlier) -> {variant: [lost boot]}
             "kablab_emulator_lost": lambda results, boots, known: domains.emulator_lost(
                 list(results), dict(boots), dict(known)),
-            # (settings, name, profile, seed, runs, warmup) -> a workload's campaign
-            # settings: {name, var, argv, timeout_s, primary_metric, runs, warmup,
-            # prepare, error}; preflight dry-runs the argv the runner runs.
-            # a boot's blocks: kablab-guest-boot's plan and framewatch.py's timeouts
-            "kablab_guest_boot_plan": lambda specs, guest_dir, events, binaries: bootrun.guest_plan(
-                list(specs), str(guest_dir), list(events), dict(binaries)),
+            # a pass's blocks: kablab-guest-boot's plan ({specs, guest_dir, events,
+            # binaries}) and framewatch.py's timeouts
+            "kablab_guest_boot_plan": lambda a: bootrun.guest_plan(
+                list(a["specs"]), str(a["guest_dir"]), list(a["events"]), dict(a["binaries"])),
             "kablab_block_timeouts": lambda specs, slack: bootrun.block_timeouts(list(specs), slack),
-            "kablab_workload_spec": lambda settings, name, profile, seed, runs, warmup: workload_spec(
-                name, profile, seed, dict(settings), runs, warmup),
+            # {settings, name, profile, seed, runs, warmup} -> a workload's campaign
+            # settings: {name, var, argv, timeout_s, primary_metric, model_measure,
+            # runs, warmup, prepare, error}; preflight dry-runs the argv the runner runs
+            "kablab_workload_spec": lambda a: workload_spec(
+                a["name"], a["profile"], a["seed"], dict(a["settings"]), a["runs"], a["warmup"]),
             # a make doctor document -> what each result's host provenance carries
             "kablab_doctor_provenance": doctor_provenance,
         }
