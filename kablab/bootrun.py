@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import re
-import shlex
 import shutil
 import sys
 from datetime import datetime, timezone

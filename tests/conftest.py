@@ -2,13 +2,11 @@
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from kablabtest import _CASES, CACHE, RELIABILITY_BUILD, REPO, run_playbook
+from kablabtest import _CASES, CACHE, RELIABILITY_BUILD, REPO, playbook_argv, run_playbook, start_command
 
 
 @pytest.fixture(scope="session")
@@ -17,9 +15,7 @@ def kernels(tmp_path_factory) -> dict:
     The guest image stage runs at the same time: debootstrap mostly waits on
     the network while the compiler has the CPUs."""
     log = tmp_path_factory.mktemp("image") / "image.log"
-    with log.open("w") as out:
-        image = subprocess.Popen(["ansible-playbook", "playbooks/image.yml"], cwd=REPO, stdout=out,
-                                 stderr=subprocess.STDOUT, env={**os.environ, "ANSIBLE_NOCOLOR": "1"})
+    image = start_command(playbook_argv("image.yml"), log)
     try:
         run = run_playbook("kernels.yml", "-e", "kablab_profile=smoke", timeout=7200)
     finally:

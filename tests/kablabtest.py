@@ -31,15 +31,37 @@ class PlaybookRun:
         }
 
 
-def run_playbook(playbook: str, *args: str, extra_vars: dict | None = None,
-                 env: dict | None = None, timeout: int = 3600) -> PlaybookRun:
-    """Run ansible-playbook from the repo root; output is kept for asserts."""
-    cmd = ["ansible-playbook", f"playbooks/{playbook}", *args]
-    if extra_vars:
-        cmd += ["-e", json.dumps(extra_vars)]
-    proc = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0", **(env or {})})
+# Ansible's output as the tests read it: no colour codes.
+ANSIBLE_ENV = {**os.environ, "ANSIBLE_NOCOLOR": "1", "ANSIBLE_FORCE_COLOR": "0"}
+
+
+def playbook_argv(playbook: str | Path, *args: str, extra_vars: dict | None = None) -> list[str]:
+    """ansible-playbook's argv for one of the lab's playbooks (a bare name
+    is playbooks/<name>) or a playbook file, with -e JSON last."""
+    play = str(playbook) if "/" in str(playbook) else f"playbooks/{playbook}"
+    return ["ansible-playbook", play, *args] + (["-e", json.dumps(extra_vars)] if extra_vars else [])
+
+
+def run_command(argv: list[str], cwd: Path = REPO, env: dict | None = None, timeout: int = 3600) -> PlaybookRun:
+    """A command as a user types it (ansible-playbook, make), output kept for asserts."""
+    proc = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, timeout=timeout,
+                          env={**ANSIBLE_ENV, **(env or {})})
     return PlaybookRun(proc.returncode, proc.stdout + proc.stderr)
+
+
+def run_playbook(playbook: str | Path, *args: str, extra_vars: dict | None = None,
+                 env: dict | None = None, timeout: int = 3600, cwd: Path = REPO) -> PlaybookRun:
+    """Run ansible-playbook from the repo root; output is kept for asserts."""
+    return run_command(playbook_argv(playbook, *args, extra_vars=extra_vars), cwd, env, timeout)
+
+
+def start_command(argv: list[str], log: Path, cwd: Path = REPO) -> subprocess.Popen:
+    """A command left running in its own session (a test may signal it),
+    its output to LOG: nobody reads a pipe while the test watches, and a
+    full pipe would block it."""
+    with log.open("w") as out:
+        return subprocess.Popen(argv, cwd=cwd, stdout=out, stderr=subprocess.STDOUT, text=True,
+                                start_new_session=True, env=ANSIBLE_ENV)
 
 
 @contextmanager

@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from kablabtest import (REPO, PlaybookRun, console_lines, guest_images, kernel_builds, record_case, report_probe,
-                        report_screenshot, run_playbook, stopped_on_error)
+                        report_screenshot, run_command, run_playbook, stopped_on_error)
 
 VARIANTS = ["stock", "grouped", "split4k"]
 
@@ -83,9 +83,7 @@ def make_smoke_cmd(reports: Path, *more: str) -> list[str]:
 
 
 def make_smoke(reports: Path, *more: str, timeout: int = 5400) -> PlaybookRun:
-    proc = subprocess.run(make_smoke_cmd(reports, *more), cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "ANSIBLE_NOCOLOR": "1"})
-    return PlaybookRun(proc.returncode, proc.stdout + proc.stderr)
+    return run_command(make_smoke_cmd(reports, *more), timeout=timeout)
 
 
 @pytest.fixture(scope="module")

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from kablabtest import (CACHE, PUBLISH, REPO, guest_images, kablab_leftovers, kernel_builds, record_case,
-                        run_playbook, stopped_on_error)
+from kablabtest import (CACHE, PUBLISH, REPO, guest_images, kablab_leftovers, kernel_builds, playbook_argv,
+                        record_case, run_playbook, start_command, stopped_on_error)
 
 STOCK = {"name": "stock", "series": ["common"], "kconfig": [], "cmdline": ""}
 XML_CMDLINE = "a</cmdline><on_poweroff>restart</on_poweroff><cmdline>"
@@ -155,10 +155,7 @@ def fault_vars(reports: Path) -> dict:
 def start_site(extra: dict, log: Path) -> subprocess.Popen:
     # Output goes to a file: nobody reads a pipe while the test watches the
     # campaign, and a full pipe would block ansible-playbook.
-    with log.open("w") as out:
-        return subprocess.Popen(["ansible-playbook", "playbooks/site.yml", "-e", json.dumps(extra)], cwd=REPO,
-                                stdout=out, stderr=subprocess.STDOUT, text=True, start_new_session=True,
-                                env={**os.environ, "ANSIBLE_NOCOLOR": "1"})
+    return start_command(playbook_argv("site.yml", extra_vars=extra), log)
 
 
 def results_of(campaign: Path) -> list[Path]:

@@ -319,8 +319,7 @@ def test_restart_gives_clean_state(guests) -> None:
     play = guests["tmp"] / "restart.yml"
     play.write_text(RESTART.format(first=NAMES[0]))
     cmd_vars = {**guests["vars"], "out_dir": str(guests["out"])}
-    proc = subprocess.run(["ansible-playbook", str(play), "-e", json.dumps(cmd_vars)], cwd=REPO,
-                          capture_output=True, text=True, timeout=600, env={**os.environ, "ANSIBLE_NOCOLOR": "1"})
+    proc = run_playbook(play, extra_vars=cmd_vars, timeout=600)
     assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
     assert json.loads((guests["out"] / "restart.json").read_text()) == {"dirty": False}
     logs = sorted((PUBLISH / "logs" / guests["campaign"]).glob(f"{NAMES[0]}-boot*.log"))
@@ -344,8 +343,7 @@ def test_teardown_after_failure_in_consumer(tmp_path, guest_kernels) -> None:
     evars = common_vars(tmp_path, campaign, guest_kernels)
     play = tmp_path / "failing.yml"
     play.write_text(FAILING.format(first=NAMES[0], prefix=PREFIX))
-    proc = subprocess.run(["ansible-playbook", str(play), "-e", json.dumps(evars)], cwd=REPO,
-                          capture_output=True, text=True, timeout=600, env={**os.environ, "ANSIBLE_NOCOLOR": "1"})
+    proc = run_playbook(play, extra_vars=evars, timeout=600)
     out = proc.stdout + proc.stderr
     assert proc.returncode != 0
     assert "Injected failure after start" in out and "Prove the guest was up" in out

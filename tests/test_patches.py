@@ -27,8 +27,8 @@ from pathlib import Path
 
 import pytest
 import yaml
+from kablabtest import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 PATCHES = REPO / "kernel-patches"
 VARIANTS_YML = REPO / "inventory/group_vars/all/variants.yml"
 CACHE = Path(os.environ.get("KABLAB_CACHE_DIR", Path.home() / ".cache" / "kablab"))

@@ -6,13 +6,12 @@ guest: -S, then quit). The booted check lives in tlbmodel/README.md.
 import json
 import shutil
 import subprocess
-from pathlib import Path
 
 import pytest
 
 from kablabtest import need
+from kablabtest import REPO as ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 SRC = ROOT / "tlbmodel"
 QEMU = shutil.which("qemu-system-x86_64")
 

@@ -27,11 +27,11 @@ busy loops, wrote the same run records byte for byte.
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[1]
+from kablabtest import REPO
+
 sys.path.insert(0, str(REPO))
 from kablab import tlbmodel  # noqa: E402
 

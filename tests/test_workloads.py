@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from kablab import bootrun, collect, rawframe
-from kablabtest import need, recorded_boot
+from kablabtest import REPO as ROOT
+from kablabtest import need, recorded_boot, run_playbook
 
-ROOT = Path(__file__).resolve().parents[1]
 WL = ROOT / "workloads"
 BUILD = WL / "build"
 
@@ -454,11 +454,9 @@ def test_workload_added_by_the_recipe_is_picked_up(build_output, tmp_path):
     workloads_yml.write_text(workloads_yml.read_text().replace(
         "kablab_all_workloads:\n", "kablab_all_workloads:\n  - getpid-loop\n", 1))
 
-    run = subprocess.run(["ansible-playbook", "playbooks/preflight.yml", "-e", f"kablab_publish_dir={tmp_path}/publish"],
-                         cwd=repo, capture_output=True, text=True, timeout=600,
-                         env={**os.environ, "ANSIBLE_NOCOLOR": "1"})
-    out = run.stdout + run.stderr
-    assert run.returncode == 0, out[-4000:]
+    run = run_playbook("preflight.yml", "-e", f"kablab_publish_dir={tmp_path}/publish", cwd=repo, timeout=600)
+    out = run.output
+    assert run.rc == 0, out[-4000:]
     m = re.search(r"kablab: workload getpid-loop runs getpid-loop (.*?) \((\d+) runs", out)
     assert m, out[-4000:]
     argv = m.group(1).split()

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+from kablabtest import REPO  # tests/ is on the path (tests/conftest.py)
+
 FIXTURES = REPO / "tests" / "fixtures"
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(FIXTURES))

@@ -11,8 +11,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-import pytest
-
 from conftest import run_chromium
 
 WINDOW = "--window-size=1280,4000"

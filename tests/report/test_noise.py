@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 from pathlib import Path
 
@@ -11,8 +10,8 @@ import pytest
 
 import make_campaign as mc
 from kablab.noise import boots_needed, boots_needed_by_metric, main
+from kablabtest import ANSIBLE_ENV, REPO
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -71,8 +70,7 @@ def test_cli_boots_for_and_text(aa: Path, capsys: pytest.CaptureFixture[str]) ->
 
 def _inventory_blocks(*extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(["ansible", "localhost", "-m", "ansible.builtin.debug", "-a", "var=kablab_blocks",
-                           *extra], cwd=REPO, capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "ANSIBLE_NOCOLOR": "1"})
+                           *extra], cwd=REPO, capture_output=True, text=True, timeout=120, env=ANSIBLE_ENV)
 
 
 def test_noise_from_sizes_the_campaign_through_the_inventory(aa: Path) -> None:

@@ -13,8 +13,8 @@ from pathlib import Path
 
 from kablab.load import load_campaign
 from kablab.render import render_campaign
+from kablabtest import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 SCRIPT = "<script>alert(1)</script>"
 
 

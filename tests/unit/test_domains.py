@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import yaml
 
+from kablabtest import REPO
 from kablab.domains import (boot_number, boot_numbers, config_disks_to_make, domain_plan, emulator_lost,
                             guests_record, plan_errors)
 
-REPO = Path(__file__).resolve().parents[2]
 VARIANTS = yaml.safe_load((REPO / "inventory/group_vars/all/variants.yml").read_text())["kablab_variants"]
 # Recorded from a real `make kernels` (ci profile).
 KERNELS = json.loads((REPO / "tests/fixtures/manifest-ci.json").read_text())

@@ -6,11 +6,10 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
-from pathlib import Path
 
 import pytest
+from kablabtest import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

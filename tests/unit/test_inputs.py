@@ -2,14 +2,13 @@
 inputs (-e key=value hands over strings)."""
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 import yaml
 
 from kablab import inputs
+from kablabtest import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 CTX = {"profiles": ["smoke", "full"], "modes": ["ab", "aa", "slowdown"], "variants": ["stock", "grouped", "split4k"],
        "workloads": ["pagecache-read", "syscall-mix"], "doctor_checks": ["accel", "vpmu"]}
 

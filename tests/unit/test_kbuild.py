@@ -14,8 +14,8 @@ import pytest
 
 from kablab import kbuild
 from kablab.kbuild import Spec
+from kablabtest import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "kbuild"
 GLUE = Path("roles/kernel_build/files/kablab-kernel-build")
 TOOLS = {"compiler": "gcc (Debian 12.2.0-14+deb12u1) 12.2.0", "linker": "GNU ld (GNU Binutils for Debian) 2.40"}

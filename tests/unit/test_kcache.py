@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import json
 import subprocess
-from pathlib import Path
 
 import pytest
 import yaml
 
 from kablab.kcache import build_times, du_freed, kernel_entries, merge_manifest, prune_decision
+from kablabtest import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 FIXTURES = REPO / "tests" / "fixtures" / "kbuild"
 MANIFEST = json.loads((FIXTURES / "manifest-ci.json").read_text())
 RECORDS = {v: json.loads((FIXTURES / f"{v}.build.json").read_text()) for v in ("stock", "grouped", "split4k")}

@@ -1,20 +1,17 @@
 """kablab.lock: per-resource flock locks (issue 22)."""
 from __future__ import annotations
 
-import json
 import os
 import signal
 import subprocess
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
 from kablab.lock import BUSY, Busy, Lock, describe, read_info
 from kablabtest import record_case
+from kablabtest import REPO
 
-REPO = Path(__file__).resolve().parents[2]
 PY = "/usr/bin/python3"
 
 

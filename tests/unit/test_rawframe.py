@@ -5,7 +5,7 @@ import base64
 
 import pytest
 
-from kablab.rawframe import FrameError, parse, unpack
+from kablab.rawframe import FrameError, unpack
 
 
 def stream(*files: tuple[str, bytes], end: bool = True) -> str:

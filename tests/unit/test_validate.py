@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import uuid
 import xml.etree.ElementTree as ET
-from pathlib import Path
 
 import jinja2
 import pytest
 import yaml
 
+from kablabtest import REPO
 from kablab.validate import (check_cmdline, check_kconfig_line, check_variants, input_errors,
                              workload_argv, workload_spec,
                              workload_dry_run)
 
-REPO = Path(__file__).resolve().parents[2]
 BUILD = REPO / "workloads" / "build"
 STOCK = {"name": "stock", "series": ["common"], "kconfig": [], "cmdline": ""}
 XML_CMDLINE = "a</cmdline><on_poweroff>restart</on_poweroff><cmdline>"
