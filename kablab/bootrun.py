@@ -316,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     st.add_argument("--host", required=True)
     st.add_argument("--done", type=int, default=0, help="boots this host ran so far in this run")
     st.add_argument("--started", type=float, required=True, help="when this host began (epoch s)")
-    st.add_argument("names", nargs="*")
+    st.add_argument("--workloads", nargs="*", default=[], dest="names", help="the campaign's workloads, in order")
     a = ap.parse_args(argv)
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
     if a.cmd == "todo":

@@ -127,3 +127,18 @@ def test_progress_line():
         "kablab: boot 3/4 on a: split4k block 1; 1 boot(s) done here in 100 s, ETA 100 s"
     assert progress(plan, plan[0], "a", True, 0, 3.0).endswith("(done, skipped); 0 boot(s) done here in 3 s, "
                                                                 "ETA unknown until the first boot ends")
+
+
+def test_status_command_as_the_run_role_calls_it(tmp_path, capsys):
+    """kablab.bootrun status with the run role's argv: what is left of the
+    boot and its progress line (a finished result is skipped)."""
+    from kablab.bootrun import main
+    plan = [{"variant": "stock", "block": 0, "host": "h", "order_index": 0},
+            {"variant": "split4k", "block": 0, "host": "h-lane1", "order_index": 1}]
+    (tmp_path / "plan.json").write_text(json.dumps({"plan": plan}))
+    argv = ["status", str(tmp_path), "--entry", json.dumps(plan[1]), "--host", "h-lane1", "--done", "0",
+            "--started", "0", "--workloads", "pagecache-read", "page-fault"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["todo"] == ["pagecache-read", "page-fault"]
+    assert out["message"].startswith("kablab: boot 2/2 on h-lane1: split4k block 0;")
