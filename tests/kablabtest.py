@@ -179,7 +179,8 @@ FIRST_SCREEN = "--window-size=1280,900"
 # first screen's geometry and the panels' content in <body data-probe="JSON">.
 PROBE_JS = """<script>
 (function () {
-  var t = document.getElementById('verdict-matrix');
+  // the first matrix: the modelled verdicts in a TLB-model campaign, else the time verdicts
+  var t = document.getElementById('model-matrix') || document.getElementById('verdict-matrix');
   var r = t ? t.getBoundingClientRect() : null;
   var cells = function (sel) {
     return Array.prototype.map.call(document.querySelectorAll(sel + ' tr'), function (tr) {
@@ -194,8 +195,8 @@ PROBE_JS = """<script>
   for (var n = prov; n; n = n.nextElementSibling) { provText += n.innerText + '\\n'; }
   document.body.setAttribute('data-probe', JSON.stringify({
     top: r && r.top, bottom: r && r.bottom, height: window.innerHeight,
-    visible: !!(t && t.offsetParent !== null),
-    matrix: t ? cells('#verdict-matrix') : [], dm: dm, provenance: provText,
+    visible: !!(t && t.offsetParent !== null), first: t ? t.id : null,
+    matrix: t ? cells('#' + t.id) : [], dm: dm, provenance: provText,
     text: document.body.innerText}));
 })();
 </script>"""

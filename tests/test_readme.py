@@ -24,7 +24,6 @@ RUN_ELSEWHERE = {
     "make smoke": "tests/test_campaign.py (the suite's campaign, over two hosts)",
     "ansible-playbook playbooks/site.yml": "tests/test_campaign.py::test_readme_commands_are_the_tested_ones",
     "make test": ".ci/run",
-    'make smoke ARGS="-i inventory/two-hosts.yml"': "tests/test_campaign.py::smoke_campaign",
     "ansible-playbook playbooks/site.yml --tags run,report": "tests/test_campaign.py::test_stages_run_alone",
     "scripts/bench-tlbmodel --replay": "tests/test_tlbmodel_boot.py::bench",
 }
