@@ -1,8 +1,15 @@
-"""Watch one boot's frames file until its blocks end, or the guest is lost.
+"""Watch one boot's frames file until its blocks end, or the guest is lost;
+and, before that, its console until the guest is up.
 
 On the hypervisor (run as a standalone script, stdlib only)::
 
+    framewatch.py ready CONSOLE --timeout S --uri URI --domain NAME
     framewatch.py FRAMES CONSOLE BLOCKS_JSON [--start-timeout S] [--poll S]
+
+"ready" returns 0 when the console says KABLAB-GUEST-READY, 3 (printing the
+panic line) when it shows a kernel panic, 4 (printing libvirt's state) when
+the domain is no longer running or paused, 124 (printing the console's
+tail) after the timeout.
 
 FRAMES is the file the domain's frames channel writes (the guest's
 kablab-guest-boot output, roles/workloads/files/kablab-guest-boot),
@@ -112,7 +119,67 @@ class Tail:
         return [x.decode("utf-8", "replace").rstrip("\r") for x in done]
 
 
+READY = "KABLAB-GUEST-READY"
+# wait_ready's exit statuses: up, panicked, emulator gone, timed out.
+UP, PANICKED, EMULATOR_LOST, TIMED_OUT = 0, 3, 4, 124
+
+
+def domain_state(uri, domain):
+    """virsh domstate --reason, or None when virsh fails (libvirtd busy or
+    restarting: that proves nothing about the domain)."""
+    import subprocess
+    try:
+        p = subprocess.run(["virsh", "-q", "-c", uri, "domstate", "--reason", domain],
+                           capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    return p.stdout.strip() if p.returncode == 0 else None
+
+
+def wait_ready(console, timeout, state=None, poll=0.2, state_every=2.0, clock=time.time, sleep=time.sleep):
+    """Follow a guest's console until it says READY, panics, or times out;
+    every state_every seconds ask state() (the domain's libvirt state):
+    an emulator that died leaves a console that never changes, and without
+    this the wait would sit out the whole timeout. Returns (status, what to
+    print): the panic line, libvirt's state, or the console's tail."""
+    tail = Tail(console)
+    seen = collections.deque(maxlen=200)
+    end, next_state = clock() + float(timeout), clock() + state_every
+    while True:
+        for line in tail.lines():
+            seen.append(line)
+            if READY in line:
+                return UP, ""
+            m = PANIC.search(line)
+            if m:
+                return PANICKED, m.group(0)
+        now = clock()
+        if now >= end:
+            return TIMED_OUT, "\n".join(seen)[-1500:]
+        if state is not None and now >= next_state:
+            next_state = now + state_every
+            st = state()
+            if st is not None and not st.startswith(("running", "paused")):
+                return EMULATOR_LOST, st
+        sleep(poll)
+
+
 def main(argv=None):
+    if argv is None:
+        argv = sys.argv[1:]
+    if argv[:1] == ["ready"]:
+        ap = argparse.ArgumentParser(prog="framewatch.py ready",
+                                     description="Wait for a guest's readiness marker on its console: "
+                                                 "exit 0 up, 3 panicked, 4 its emulator ended, 124 timed out")
+        ap.add_argument("console")
+        ap.add_argument("--timeout", type=float, required=True)
+        ap.add_argument("--uri", required=True)
+        ap.add_argument("--domain", required=True)
+        a = ap.parse_args(argv[1:])
+        status, text = wait_ready(a.console, a.timeout, lambda: domain_state(a.uri, a.domain))
+        if text:
+            print(text)
+        return status
     ap = argparse.ArgumentParser(prog="framewatch.py", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("frames")

@@ -8,6 +8,7 @@ import threading
 import time
 from pathlib import Path
 
+from kablab import framewatch
 from kablab.framewatch import Watch
 
 SCRIPT = Path(__file__).resolve().parents[2] / "kablab/framewatch.py"
@@ -79,3 +80,50 @@ def test_script_follows_a_file_being_written(tmp_path):
     assert r["stopped"]["block"] == "fork-exec"
     assert "Attempted to kill init" in r["stopped"]["reason"]
     assert "booting" in r["stopped"]["console_tail"]
+
+
+class Clock:
+    """A clock the wait's sleeps advance, so a 300 s timeout takes no time."""
+
+    def __init__(self):
+        self.t = 1000.0
+
+    def __call__(self):
+        return self.t
+
+    def sleep(self, s):
+        self.t += s
+
+
+def test_wait_ready_sees_the_marker_a_panic_a_lost_emulator_and_the_timeout(tmp_path):
+    console = tmp_path / "console.log"
+    console.write_text("[    0.0] Linux version 6.1\n")
+    clock = Clock()
+    appended = []
+
+    def state():  # the guest prints its marker while the wait runs
+        if not appended:
+            appended.append(1)
+            with console.open("a") as f:
+                f.write("KABLAB-GUEST-READY\n")
+        return "running (booted)"
+    assert framewatch.wait_ready(console, 300, state, clock=clock, sleep=clock.sleep) == (0, "")
+    console.write_text("x\n[ 1.2] Kernel panic - not syncing: VFS: Unable to mount root fs\n")
+    assert framewatch.wait_ready(console, 300, lambda: "running", clock=clock, sleep=clock.sleep) == \
+        (3, "Kernel panic - not syncing: VFS: Unable to mount root fs")
+    console.write_text("booting\n")
+    assert framewatch.wait_ready(console, 300, lambda: "shut off (crashed)", clock=clock, sleep=clock.sleep) == \
+        (4, "shut off (crashed)")
+    # a virsh that fails says nothing: the wait goes on to its timeout
+    start = clock.t
+    assert framewatch.wait_ready(console, 30, lambda: None, clock=clock, sleep=clock.sleep) == (124, "booting")
+    assert 30 <= clock.t - start < 31
+
+
+def test_ready_command_exit_status(tmp_path):
+    console = tmp_path / "console.log"
+    console.write_text("KABLAB-GUEST-READY\n")
+    script = SCRIPT
+    p = subprocess.run([sys.executable, str(script), "ready", str(console), "--timeout", "5",
+                        "--uri", "qemu:///nowhere", "--domain", "none"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 0, p.stderr
