@@ -141,20 +141,22 @@ def meminfo(console: str) -> dict[str, int]:
     return {m[0]: int(m[1]) for m in re.findall(r"KABLAB-MEMINFO (\w+):\s+(\d+) kB", console)}
 
 
-def recorded_boot(meta: dict, **guest) -> dict:
-    """The run role's --boot for a boot, its values those a real boot
-    recorded (tests/fixtures/guest-boot/boot-meta.json)."""
-    g = meta["guest"]
-    per_guest = ("boot", "booted_at", "ready_at", "domain", "cmdline", "uname_r", "uname_v")
-    return {"campaign": {**meta["campaign"], "variants": ["stock", "grouped", "split4k"]},
-            "entry": {"variant": meta["variant"], "block": meta["block"], "order_index": meta["order_index"],
-                      "host": "localhost"},
-            "host": {k: meta["host"][k] for k in ("name", "cpu_model", "kernel", "doctor")},
-            "guest": {**{k: g[k] for k in per_guest}, "console_log_campaign": f"logs/stock-boot{g['boot']}.log",
-                      "emulator_lost": [], **guest},
-            "config": {**{k: v for k, v in g.items() if k not in per_guest}, "accel": meta["host"]["accel"],
+def recorded_boot(record: dict, **guest) -> dict:
+    """The run role's --boot for a boot, from the record a real boot wrote
+    (tests/fixtures/guest-boot/boot-record.json): the inverse of
+    kablab.bootrun.boot_record, so a test feeds collect what the run role
+    would have."""
+    from kablab.bootrun import GUEST_KEYS
+    g = record["guest"]
+    return {"campaign": record["campaign"],
+            "entry": {"variant": record["variant"], "block": record["block"], "order_index": record["order_index"],
+                      "host": record["host"]["name"]},
+            "host": {k: record["host"][k] for k in ("name", "lane", "cpu_model", "kernel", "doctor")},
+            "guest": {**{k: g[k] for k in GUEST_KEYS if k in g},
+                      "console_log_campaign": f"logs/{record['variant']}-boot{g['boot']}.log", **guest},
+            "config": {**{k: v for k, v in g.items() if k not in GUEST_KEYS}, "accel": record["host"]["accel"],
                        "tlb_model": None},
-            "kernel": meta["kernel"], "sha256": {}, "perf_events": ["task-clock"], "noise": None}
+            "kernel": record["kernel"], "sha256": {}, "perf_events": ["task-clock"], "noise": record["host"]["noise"]}
 
 
 # --- reliability table, filled by tests/test_faults.py; conftest.py writes it

@@ -522,7 +522,7 @@ def test_guest_boot_runs_every_block_and_each_becomes_a_result(build_output, tmp
         [s["name"] for s in specs]
     assert re.findall(r"^kablab-block \S+ end (\d+)$", frames, re.M) == ["0", "0", "0"]
 
-    boot = recorded_boot(json.loads((ROOT / "tests/fixtures/guest-boot/boot-meta.json").read_text()),
+    boot = recorded_boot(json.loads((ROOT / "tests/fixtures/guest-boot/boot-record.json").read_text()),
                          console_log_campaign="logs/stock-boot1.log")
     boot["campaign"]["variants"] = ["stock", "grouped"]
     boot["sha256"] = {s["name"]: "ab" * 32 for s in specs}
