@@ -319,8 +319,8 @@ def test_restart_gives_clean_state(guests) -> None:
     play = guests["tmp"] / "restart.yml"
     play.write_text(RESTART.format(first=NAMES[0]))
     cmd_vars = {**guests["vars"], "out_dir": str(guests["out"])}
-    proc = run_playbook(play, extra_vars=cmd_vars, timeout=600)
-    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-4000:]
+    run = run_playbook(play, extra_vars=cmd_vars, timeout=600)
+    assert run.rc == 0, run.output[-4000:]
     assert json.loads((guests["out"] / "restart.json").read_text()) == {"dirty": False}
     logs = sorted((PUBLISH / "logs" / guests["campaign"]).glob(f"{NAMES[0]}-boot*.log"))
     assert [p.name for p in logs] == [f"{NAMES[0]}-boot1.log", f"{NAMES[0]}-boot2.log"]
@@ -343,9 +343,9 @@ def test_teardown_after_failure_in_consumer(tmp_path, guest_kernels) -> None:
     evars = common_vars(tmp_path, campaign, guest_kernels)
     play = tmp_path / "failing.yml"
     play.write_text(FAILING.format(first=NAMES[0], prefix=PREFIX))
-    proc = run_playbook(play, extra_vars=evars, timeout=600)
-    out = proc.stdout + proc.stderr
-    assert proc.returncode != 0
+    run = run_playbook(play, extra_vars=evars, timeout=600)
+    out = run.output
+    assert run.rc != 0
     assert "Injected failure after start" in out and "Prove the guest was up" in out
     assert re.search(rf"changed: \[localhost -> {PREFIX}-{NAMES[0]}[\](]", out), out[-3000:]
     assert_nothing_left(campaign)
