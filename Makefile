@@ -46,7 +46,7 @@ report:
 # One report over two campaigns: make compare A=reports/<id1> B=reports/<id2> OUT=reports/cmp
 OUT ?= reports/compare
 compare:
-	$(PYTHON) -m kablab.compare $(A) $(B) --out $(OUT)
+	$(PYTHON) -m kablab.report.compare $(A) $(B) --out $(OUT)
 
 lint: bootstrap
 	yamllint -s .

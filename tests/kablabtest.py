@@ -144,9 +144,9 @@ def meminfo(console: str) -> dict[str, int]:
 def recorded_boot(record: dict, **guest) -> dict:
     """The run role's --boot for a boot, from the record a real boot wrote
     (tests/fixtures/guest-boot/boot-record.json): the inverse of
-    kablab.bootrun.boot_record, so a test feeds collect what the run role
+    kablab.lab.bootrun.boot_record, so a test feeds collect what the run role
     would have."""
-    from kablab.bootrun import GUEST_KEYS
+    from kablab.lab.bootrun import GUEST_KEYS
     g = record["guest"]
     return {"campaign": record["campaign"],
             "entry": {"variant": record["variant"], "block": record["block"], "order_index": record["order_index"],

@@ -14,7 +14,7 @@ import jinja2
 import pytest
 import yaml
 
-from kablab import doctor
+from kablab.remote import doctor
 from kablabtest import REPO
 
 URI = "qemu:///system"

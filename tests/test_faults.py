@@ -198,7 +198,7 @@ def kill_booting_emulator(campaign_id: str, old: set[Path]) -> str | None:
     return None
 
 
-DOMAIN_LOCK = PUBLISH / "locks" / "domains-kablab.lock"
+DOMAIN_LOCK = PUBLISH / "locks" / "domains-kablab.remote.lock"
 
 
 def lock_owner(path: Path) -> int:
@@ -281,7 +281,7 @@ def test_killed_campaign_resumes_to_a_full_set(fault_campaign):
         f"{v}/{w}-block0" for v in ("stock", "panicboot") for w in FAULT_WORKLOADS)
     tmp = list((fault_campaign["dir"] / "results").glob("*/.*"))
     assert all(p.suffix == ".tmp" for p in tmp)      # at most mkstemp leftovers, never a half result
-    check = subprocess.run(["/usr/bin/python3", "-m", "kablab.load", str(fault_campaign["dir"])], cwd=REPO,
+    check = subprocess.run(["/usr/bin/python3", "-m", "kablab.results.load", str(fault_campaign["dir"])], cwd=REPO,
                            capture_output=True, text=True)
     assert check.returncode == 0 and "0 invalid" in check.stdout, check.stdout + check.stderr
     assert kablab_leftovers() == []
@@ -406,7 +406,7 @@ def test_corrupt_result_is_named_and_excluded(fault_campaign, tmp_path):
     merged = json.loads((camp / "results.json").read_text())
     assert [f["path"] for f in merged["invalid_files"]] == ["results/stock/syscall-mix-block0.json"]
     assert not [x for x in merged["rows"] if x["workload"] == "syscall-mix" and x["variant"] == "stock"]
-    check = subprocess.run(["/usr/bin/python3", "-m", "kablab.load", "--check", str(victim)], cwd=REPO,
+    check = subprocess.run(["/usr/bin/python3", "-m", "kablab.results.load", "--check", str(victim)], cwd=REPO,
                            capture_output=True, text=True)
     assert check.returncode != 0      # a resumed campaign measures the block again
     record_case("corrupt result file", "a result JSON truncated to 200 bytes, then `playbooks/report.yml`",

@@ -93,8 +93,8 @@ def test_doctor_example(cmd, tmp_path):
 def synthetic(tmp_path: Path, name: str) -> Path:
     sys.path.insert(0, str(REPO / "tests" / "fixtures"))
     import make_campaign as mc
-    from kablab.load import load_campaign
-    from kablab.render import render_campaign
+    from kablab.results.load import load_campaign
+    from kablab.report.render import render_campaign
     camp = mc.synthetic_campaign(tmp_path / name, seed=3, boots=3, runs=3, variants=("stock", "split4k"))
     render_campaign(load_campaign(camp))
     return camp
@@ -117,11 +117,11 @@ def test_compare_examples(tmp_path):
 
 
 def test_noise_example(tmp_path):
-    (cmd,) = [c for c in readme_commands() if c.startswith("python3 -m kablab.noise")]
+    (cmd,) = [c for c in readme_commands() if c.startswith("python3 -m kablab.report.noise")]
     camp = synthetic(tmp_path, "aa")
-    p = subprocess.run(["/usr/bin/python3", "-m", "kablab.noise", str(camp)], cwd=REPO,
+    p = subprocess.run(["/usr/bin/python3", "-m", "kablab.report.noise", str(camp)], cwd=REPO,
                        capture_output=True, text=True, timeout=300)
-    assert cmd.split()[:3] == ["python3", "-m", "kablab.noise"]
+    assert cmd.split()[:3] == ["python3", "-m", "kablab.report.noise"]
     assert p.returncode == 0 and "syscall-mix" in p.stdout, p.stdout + p.stderr
 
 
@@ -142,7 +142,7 @@ def test_kernels_and_cache_prune_examples(kernels):
 def test_every_readme_command_is_run():
     """A command the README shows is run here or named in RUN_ELSEWHERE."""
     here = set(CAMPAIGNS)
-    prefixes = ("make doctor", "make compare", "python3 -m kablab.noise", "make kernels", "make cache-prune",
+    prefixes = ("make doctor", "make compare", "python3 -m kablab.report.noise", "make kernels", "make cache-prune",
                 "make reliability-doc", "make check")
     for cmd in readme_commands():
         assert cmd in RUN_ELSEWHERE or cmd in here or cmd.startswith(prefixes), \

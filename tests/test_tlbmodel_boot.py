@@ -1,6 +1,6 @@
 """Booted check of the TLB model (issue #26): two guests each of stock and
 split4k and one of grouped, each with the plugin, one vCPU and
-kablab.tlbmodel.REPLAY_QEMU_ARGS (-icount shift=0,sleep=off, the CMOS clock
+kablab.results.tlbmodel.REPLAY_QEMU_ARGS (-icount shift=0,sleep=off, the CMOS clock
 on virtual time from a fixed date, a fixed RNG seed), one direct-map walk
 each (a `dd` of an initramfs file between run markers,
 scripts/bench-tlbmodel --replay). Asserts the guests boot, run and power off
@@ -33,7 +33,7 @@ import pytest
 from kablabtest import REPO
 
 sys.path.insert(0, str(REPO))
-from kablab import tlbmodel  # noqa: E402
+from kablab.results import tlbmodel  # noqa: E402
 
 # More than the modelled STLB reaches with 4k entries (2048 x 4 KiB = 8 MiB).
 # The guest writes the file just before it reads it: with a smaller file

@@ -17,7 +17,9 @@ from pathlib import Path
 
 import pytest
 
-from kablab import bootrun, collect, rawframe
+from kablab.lab import bootrun
+
+from kablab.results import collect, rawframe
 from kablabtest import REPO as ROOT
 from kablabtest import need, recorded_boot, run_playbook
 
@@ -362,7 +364,7 @@ def test_guest_runner_records_crashes_perf_stat_hides(build_output, tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0, p.stdout + p.stderr
     assert [int(rc) for rc in run_files(out, 5, "rc")] == [0, 139, 0, 137, 0]
-    # its stdout carries the block's raw files, byte for byte (kablab/rawframe.py)
+    # its stdout carries the block's raw files, byte for byte (kablab/results/rawframe.py)
     frames = rawframe.parse(p.stdout)
     assert {"hyperfine.json", "meminfo.before", "meminfo.after", "vmstat.before", "vmstat.after"} <= set(frames)
     assert {f"run-{n}.{k}" for n in range(1, 6) for k in ("rc", "perf", "err")} <= set(frames)

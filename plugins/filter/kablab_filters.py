@@ -7,21 +7,21 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from kablab import bootrun, domains, inputs  # noqa: E402
-from kablab.doctor import provenance as doctor_provenance  # noqa: E402
-from kablab.kcache import build_times, du_freed, kernel_entries, merge_manifest, prune_decision  # noqa: E402
-from kablab.plan import LANE_VARS, campaign_workloads, host_boots, lanes, plan_boots, tlb_model_decision  # noqa: E402
-from kablab.validate import input_errors, workload_spec  # noqa: E402
+from kablab.lab import bootrun, domains, inputs  # noqa: E402
+from kablab.remote.doctor import provenance as doctor_provenance  # noqa: E402
+from kablab.lab.kcache import build_times, du_freed, kernel_entries, merge_manifest, prune_decision  # noqa: E402
+from kablab.lab.plan import LANE_VARS, campaign_workloads, host_boots, lanes, plan_boots, tlb_model_decision  # noqa: E402
+from kablab.lab.validate import input_errors, workload_spec  # noqa: E402
 
 
 def boots_from_noise(noise_from: str, effect_pct: float, at_least: int) -> int:
     """Boots per kernel: the profile's, or more when an earlier campaign's
-    measured noise (kablab.noise) says a change of effect_pct % needs them
+    measured noise (kablab.report.noise) says a change of effect_pct % needs them
     (sized on the upper 80 % confidence bound of that noise)."""
     if not noise_from:
         return int(at_least)
     from ansible.errors import AnsibleFilterError
-    from kablab.noise import boots_needed
+    from kablab.report.noise import boots_needed
     if not (Path(noise_from) / "results").is_dir():
         raise AnsibleFilterError(f"kablab_noise_from: {noise_from} is not a campaign directory "
                                  "(it has no results/)")
@@ -29,15 +29,15 @@ def boots_from_noise(noise_from: str, effect_pct: float, at_least: int) -> int:
         need = boots_needed(noise_from, float(effect_pct))
     except (OSError, KeyError, json.JSONDecodeError) as e:
         raise AnsibleFilterError(f"kablab_noise_from: cannot read the noise of {noise_from}: {e}") from e
-    except ValueError as e:         # one metric needs more than kablab.noise.MAX_BOOTS
+    except ValueError as e:         # one metric needs more than kablab.report.noise.MAX_BOOTS
         raise AnsibleFilterError(f"kablab_noise_from {noise_from}: {e}") from e
     return max(int(at_least), need or 0)
 
 
 def input_check(values: dict, context: dict | None = None) -> list[str]:
-    """kablab.inputs.check, with the doctor's check names as the
+    """kablab.lab.inputs.check, with the doctor's check names as the
     kablab_accept choices."""
-    from kablab.doctor import CHECKS
+    from kablab.remote.doctor import CHECKS
     return inputs.check(dict(values), {"doctor_checks": list(CHECKS), **dict(context or {})})
 
 
@@ -61,7 +61,7 @@ class FilterModule:
             # (variants, seed) -> messages naming each bad input; [] = all good
             "kablab_input_errors": input_errors,
             # ({variable: value}, {choices key: [...]}) -> messages for every bad
-            # input (kablab/inputs.py, the lab's one table of input rules)
+            # input (kablab/lab/inputs.py, the lab's one table of input rules)
             "kablab_input_check": input_check,
             # (prefix, ...) -> the table's variable names with those prefixes
             "kablab_input_names": lambda prefix, *more: inputs.names((prefix, *more)),
@@ -82,7 +82,7 @@ class FilterModule:
             # (du -sb lines, paths) -> bytes the removal of paths frees
             "kablab_du_freed": lambda lines, paths: du_freed(list(lines), list(paths)),
             # guest_domain: the per-domain plan, its input errors, boot numbers,
-            # config disks to (re)make and the guests' record (kablab.domains)
+            # config disks to (re)make and the guests' record (kablab.lab.domains)
             "kablab_domain_errors": lambda variants, only, prefix: domains.plan_errors(
                 list(variants), list(only), prefix),
             # {variants, only, prefix, publish_dir, kernels, port_base, cmdline, ssh_dir}

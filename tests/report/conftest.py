@@ -16,8 +16,8 @@ sys.path.insert(0, str(FIXTURES))
 import kablabtest  # noqa: E402
 import make_campaign  # noqa: E402
 
-from kablab.load import load_campaign  # noqa: E402
-from kablab.render import render_campaign  # noqa: E402
+from kablab.results.load import load_campaign  # noqa: E402
+from kablab.report.render import render_campaign  # noqa: E402
 
 
 @pytest.fixture(scope="session")

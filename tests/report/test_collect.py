@@ -1,4 +1,4 @@
-"""kablab.collect and the raw-file parsers, on real-shaped tool output."""
+"""kablab.results.collect and the raw-file parsers, on real-shaped tool output."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from kablab import collect
-from kablab.rawparse import parse_hyperfine, parse_perf_csv, parse_perf_line
+from kablab.results import collect
+from kablab.results.rawparse import parse_hyperfine, parse_perf_csv, parse_perf_line
 from kablab.util import validation_errors
 
 RAW = Path(__file__).resolve().parents[1] / "fixtures" / "raw-sample"
@@ -150,7 +150,7 @@ def test_ansible_failure_strings(tmp_path: Path) -> None:
 
 
 def test_load_check_cli(tmp_path: Path) -> None:
-    from kablab.load import main
+    from kablab.results.load import main
     good = tmp_path / "good.json"
     collect.collect_to(RAW, good)
     bad = tmp_path / "bad.json"

@@ -8,9 +8,9 @@ import json
 import shutil
 from pathlib import Path
 
-from kablab import doctor, hostnoise
-from kablab.load import load_campaign
-from kablab.render import render_campaign
+from kablab.remote import doctor, hostnoise
+from kablab.results.load import load_campaign
+from kablab.report.render import render_campaign
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 

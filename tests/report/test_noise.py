@@ -1,4 +1,4 @@
-"""kablab.noise: an A/A campaign's variance components size the next campaign."""
+"""kablab.report.noise: an A/A campaign's variance components size the next campaign."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 import make_campaign as mc
-from kablab.noise import boots_needed, boots_needed_by_metric, main
+from kablab.report.noise import boots_needed, boots_needed_by_metric, main
 from kablabtest import ANSIBLE_ENV, REPO
 
 
@@ -23,7 +23,7 @@ def aa(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_cli_json_recovers_the_variance_components(aa: Path,
                                                   capsys: pytest.CaptureFixture[str]) -> None:
-    assert main([str(aa), "--json"]) == 0          # python3 -m kablab.noise DIR --json
+    assert main([str(aa), "--json"]) == 0          # python3 -m kablab.report.noise DIR --json
     stdout = capsys.readouterr().out
     doc = json.loads(stdout)
     assert doc["kernels"] == ["stock", "stock-aa"] and doc["mode"] == "aa"

@@ -11,8 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from kablab.load import load_campaign
-from kablab.render import render_campaign
+from kablab.results.load import load_campaign
+from kablab.report.render import render_campaign
 from kablabtest import REPO
 
 SCRIPT = "<script>alert(1)</script>"
@@ -173,7 +173,7 @@ def test_degenerate_campaigns_render(campaign_raw: Path, tmp_path: Path) -> None
 def test_baseline_option(campaign_raw: Path, tmp_path: Path) -> None:
     camp = tmp_path / "c"
     shutil.copytree(campaign_raw / "results", camp / "results")
-    from kablab.report import main
+    from kablab.report.cli import main
     assert main([str(camp), "--baseline", "grouped"]) == 0
     merged = json.loads((camp / "results.json").read_text())
     assert merged["baseline"] == "grouped"

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from kablab.fmt import count
-from kablab.noise import VarComp, boots_for, boots_range, mde, power_at, variance_components
-from kablab.stats import (BootValues, Comparison, _exactly_related, apply_families, fit_pair,
+from kablab.report.fmt import count
+from kablab.report.power import VarComp, boots_for, boots_range, mde, power_at, variance_components
+from kablab.report.stats import (BootValues, Comparison, _exactly_related, apply_families, fit_pair,
                           pct_change, summarise)
 
 
@@ -192,8 +192,8 @@ def test_derived_duplicates() -> None:
 
 
 def test_unsupported_perf_is_na_not_zero(campaign_raw) -> None:  # type: ignore[no-untyped-def]
-    from kablab.load import load_campaign
-    from kablab.stats import perf_summary
+    from kablab.results.load import load_campaign
+    from kablab.report.stats import perf_summary
     ps = perf_summary(load_campaign(campaign_raw))
     cells = ps["pagecache-read"]["stock"]
     assert cells["dTLB-loads"].mean is None and cells["dTLB-loads"].n == 0
@@ -208,9 +208,9 @@ def test_tlb_miss_rate_with_a_pmu(tmp_path) -> None:  # type: ignore[no-untyped-
     import shutil
     from pathlib import Path
 
-    from kablab.collect import collect_to
-    from kablab.load import load_campaign
-    from kablab.stats import perf_summary
+    from kablab.results.collect import collect_to
+    from kablab.results.load import load_campaign
+    from kablab.report.stats import perf_summary
     raw = tmp_path / "raw"
     shutil.copytree(Path(__file__).resolve().parents[1] / "fixtures" / "raw-sample", raw)
     for n, (loads, misses) in enumerate(((1000, 10), (3000, 50), (2000, 20)), 1):

@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 import make_campaign as mc
-from kablab.load import load_campaign
-from kablab.render import render_campaign
-from kablab.report import main as report_main
-from kablab.stats import Analysis, analyse
+from kablab.results.load import load_campaign
+from kablab.report.render import render_campaign
+from kablab.report.cli import main as report_main
+from kablab.report.stats import Analysis, analyse
 
 SEEDS = range(30)
 SLOW = {("hackbench", "time_s"): 0.03, ("pipe-pingpong", "round_trips_per_s"): -0.03}

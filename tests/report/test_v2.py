@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 import make_campaign as mc
-from kablab.load import load_campaign
-from kablab.render import render_campaign
+from kablab.results.load import load_campaign
+from kablab.report.render import render_campaign
 
 KERNELS = ("stock", "grouped", "split4k")
 EFFECTS = {"grouped": {("hackbench", "time_s"): 0.06},
@@ -101,7 +101,7 @@ def test_verdict_matrix_not_tested_cells(tmp_path: Path) -> None:
 
 
 def test_dm_cost_formula() -> None:
-    from kablab.render import dm_cost_kib
+    from kablab.report.render import dm_cost_kib
     gib = 1048576
     assert dm_cost_kib({"DirectMap4k": 2 * gib, "DirectMap2M": 0}) == 2048 * 2  # 4 MiB / 2 GiB
     assert dm_cost_kib({"DirectMap4k": 16384, "DirectMap2M": 2 * gib - 16384}) == (8 + 2) * 4
@@ -160,7 +160,7 @@ def test_tlb_matrix_modelled_rows(tmp_path: Path) -> None:
     block; split4k's kernel 4k misses tripled: rows per kinstr, the label."""
     import copy
     import json
-    from kablab import tlbmodel
+    from kablab.results import tlbmodel
     recs = tlbmodel.load(Path(__file__).resolve().parents[1] / "fixtures" / "tlbmodel"
                          / "qemu-boot-stock-8mib.jsonl")
     params = tlbmodel.records(recs, "params")[0]
@@ -203,7 +203,7 @@ def test_tlb_matrix_direct_map_rows_from_real_records(tmp_path: Path) -> None:
     walks before L1 misses, split4k's walks hundreds of times stock's, and
     the modelled verdict matrix leads the first screen with that ratio."""
     import json
-    from kablab import tlbmodel
+    from kablab.results import tlbmodel
     fix = Path(__file__).resolve().parents[1] / "fixtures" / "tlbmodel"
     recs = {v: tlbmodel.load(fix / f"icount-{v}-16mib.jsonl") for v in ("stock", "split4k")}
     params = tlbmodel.records(recs["stock"], "params")[0]
@@ -310,7 +310,7 @@ def test_compare_cli_names_colliding_kernels(tmp_path: Path) -> None:
     b = mc.synthetic_campaign(tmp_path / "b", seed=2, boots=3, runs=2,
                               variants=("stock", "split4k"), directmap=True)
     out = tmp_path / "out"
-    p = subprocess.run([sys.executable, "-m", "kablab.compare", str(a), str(b), "--out",
+    p = subprocess.run([sys.executable, "-m", "kablab.report.compare", str(a), str(b), "--out",
                         str(out)], cwd=mc.REPO, capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
     merged = json.loads((out / "results.json").read_text())
@@ -321,13 +321,13 @@ def test_compare_cli_names_colliding_kernels(tmp_path: Path) -> None:
     assert vm[0][2:] == ["grouped", "synthetic-2:stock", "split4k"]
     assert all(len(r) == 5 for r in vm)
     # same statistics: A's own comparison is unchanged by merging B in
-    from kablab.stats import analyse
+    from kablab.report.stats import analyse
     alone = {(c.workload, c.metric): c.pct for c in analyse(load_campaign(a)).comparisons
              if c.tested and c.primary}
     both = {(c["workload"], c["metric"]): c["pct"] for c in merged["analysis"]["comparisons"]
             if c["variant"] == "grouped" and c["tested"] and c["primary"]}
     assert alone == pytest.approx(both)
-    assert (p2 := subprocess.run([sys.executable, "-m", "kablab.compare", str(a),
+    assert (p2 := subprocess.run([sys.executable, "-m", "kablab.report.compare", str(a),
                                   str(tmp_path / "nope"), "--out", str(out)], cwd=mc.REPO,
                                  capture_output=True, text=True)).returncode == 1, p2.stderr
 

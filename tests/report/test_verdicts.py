@@ -21,10 +21,10 @@ from pathlib import Path
 import pytest
 
 import make_campaign as mc
-from kablab.load import load_campaign
-from kablab.noise import boots_needed, boots_needed_by_metric, noise_table
-from kablab.render import render_campaign
-from kablab.stats import analyse
+from kablab.results.load import load_campaign
+from kablab.report.noise import boots_needed, boots_needed_by_metric, noise_table
+from kablab.report.render import render_campaign
+from kablab.report.stats import analyse
 
 SLOW = {("hackbench", "time_s"): 0.03, ("pipe-pingpong", "round_trips_per_s"): -0.03}
 FAST = {("hackbench", "time_s"): -0.03, ("pipe-pingpong", "round_trips_per_s"): 0.03}
@@ -185,7 +185,7 @@ def test_a_change_whose_interval_excludes_zero_is_flagged(tmp_path: Path) -> Non
     assert "noise floor" not in txt and "below noise floor" not in html
     assert "noise_floor_pct" not in json.dumps(merged["analysis"])
     # the threshold from the report's command line, shown as the user's
-    from kablab.report import main as report_main
+    from kablab.report.cli import main as report_main
     assert report_main([str(tmp_path / "c"), "--min-effect", "1"]) == 0
     html = (tmp_path / "c" / "index.html").read_text(encoding="utf-8")
     assert "below your threshold 1.00% (interval excludes 0)" in _first_screen(html)
@@ -245,14 +245,14 @@ def test_rounds_not_contiguous_in_time_are_warned(tmp_path: Path) -> None:
     resumed = analyse(mc.synthetic_loaded(seed=4, boots=6, runs=3, late=(("stock", 2),)))
     [w] = resumed.round_warnings
     assert "stock block 2 of round 2" in w and "after round 5" in w
-    # rounds of two campaigns merged by kablab.compare share no kernel: not a warning
+    # rounds of two campaigns merged by kablab.report.compare share no kernel: not a warning
     two = mc.synthetic_docs(seed=4, boots=3, runs=2, variants=("a", "b"))
     for d in mc.synthetic_docs(seed=5, boots=3, runs=2, variants=("c", "d")):
         d["block"] += 3
         d["started_at"] = "2026-12-02T08:00:00Z"
         two.append(d)
-    from kablab.rounds import round_warnings
-    from kablab.stats import boot_id
+    from kablab.report.rounds import round_warnings
+    from kablab.report.stats import boot_id
     assert round_warnings(two, boot_id) == []
 
 

@@ -1,4 +1,4 @@
-"""kablab/bootrun.py: the guest command's plan, the blocks' time bounds, the
+"""kablab/lab/bootrun.py: the guest command's plan, the blocks' time bounds, the
 boot's record and its results."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kablab.bootrun import block_timeouts, boot_record, collect_boot, guest_plan, progress, split_frames
+from kablab.lab.bootrun import block_timeouts, boot_record, collect_boot, guest_plan, progress, split_frames
 from kablabtest import recorded_boot as boot_inputs
 
 SPECS = [{"name": "syscall-mix", "argv": ["--iterations", "50000", "--seed", "1"], "runs": 3, "warmup": 1,
@@ -58,7 +58,7 @@ def test_boot_record_is_the_results_provenance():
     record that boot wrote."""
     record = json.loads((FIXTURE / "boot-record.json").read_text())
     frames = (FIXTURE / "stock-boot1.frames").read_text()
-    from kablab import rawframe
+    from kablab.results import rawframe
     described = rawframe.parse(split_frames(frames)["describe"])
     rec = boot_record(boot_inputs(record), described)
     assert rec == {**record, "tlb_model": None}
@@ -131,9 +131,9 @@ def test_progress_line():
 
 
 def test_status_command_as_the_run_role_calls_it(tmp_path, capsys):
-    """kablab.bootrun status with the run role's argv: what is left of the
+    """kablab.lab.bootrun status with the run role's argv: what is left of the
     boot and its progress line (a finished result is skipped)."""
-    from kablab.bootrun import main
+    from kablab.lab.bootrun import main
     plan = [{"variant": "stock", "block": 0, "host": "h", "order_index": 0},
             {"variant": "split4k", "block": 0, "host": "h-lane1", "order_index": 1}]
     (tmp_path / "plan.json").write_text(json.dumps({"plan": plan}))

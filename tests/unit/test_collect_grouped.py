@@ -1,11 +1,11 @@
-"""kablab.collect: the grouped page cache counters (issue 23) the guest
+"""kablab.results.collect: the grouped page cache counters (issue 23) the guest
 runner snapshots around every block of a kernel that has them."""
 from __future__ import annotations
 
 import shutil
 from pathlib import Path
 
-from kablab import collect
+from kablab.results import collect
 
 SAMPLE = Path(__file__).resolve().parents[1] / "fixtures" / "raw-sample"
 

@@ -1,4 +1,4 @@
-"""kablab.doctor: the host checks on captured (and labelled derived) trees."""
+"""kablab.remote.doctor: the host checks on captured (and labelled derived) trees."""
 from __future__ import annotations
 
 import json
@@ -6,7 +6,7 @@ import os
 
 import pytest
 
-from kablab import doctor
+from kablab.remote import doctor
 
 HOSTS = os.path.join(os.path.dirname(__file__), "..", "fixtures", "hosts")
 

@@ -1,4 +1,4 @@
-"""kablab.domains: the per-domain plan and boot numbering guest_domain uses."""
+"""kablab.lab.domains: the per-domain plan and boot numbering guest_domain uses."""
 from __future__ import annotations
 
 import json
@@ -6,7 +6,7 @@ import json
 import yaml
 
 from kablabtest import REPO
-from kablab.domains import (boot_number, boot_numbers, config_disks_to_make, domain_plan, emulator_lost,
+from kablab.lab.domains import (boot_number, boot_numbers, config_disks_to_make, domain_plan, emulator_lost,
                             guests_record, plan_errors)
 
 VARIANTS = yaml.safe_load((REPO / "inventory/group_vars/all/variants.yml").read_text())["kablab_variants"]
@@ -122,7 +122,7 @@ def test_a_boot_that_replaced_lost_ones_names_them():
 
 def test_console_logs_filter_names_each_boots_log():
     """guest_domain_boot_logs: the log the domain XML, the boot wait and
-    the failure messages all name, from kablab.domains.console_log."""
+    the failure messages all name, from kablab.lab.domains.console_log."""
     from plugins.filter.kablab_filters import FilterModule
     logs = FilterModule().filters()["kablab_console_logs"]({"stock": "3", "split4k": 1}, "/var/lib/kablab/logs/c1")
     assert logs == {"stock": "/var/lib/kablab/logs/c1/stock-boot3.log",

@@ -1,4 +1,4 @@
-"""kablab/framewatch.py: when the hypervisor takes a boot's guest for lost."""
+"""kablab/remote/framewatch.py: when the hypervisor takes a boot's guest for lost."""
 from __future__ import annotations
 
 import json
@@ -8,10 +8,10 @@ import threading
 import time
 from pathlib import Path
 
-from kablab import framewatch
-from kablab.framewatch import Watch
+from kablab.remote import framewatch
+from kablab.remote.framewatch import Watch
 
-SCRIPT = Path(__file__).resolve().parents[2] / "kablab/framewatch.py"
+SCRIPT = Path(__file__).resolve().parents[2] / "kablab/remote/framewatch.py"
 BLOCKS = [{"name": "syscall-mix", "timeout_s": 10}, {"name": "fork-exec", "timeout_s": 60}]
 
 

@@ -1,9 +1,9 @@
-"""kablab.hostnoise on two captured /proc snapshots of this host (3 s apart)."""
+"""kablab.remote.hostnoise on two captured /proc snapshots of this host (3 s apart)."""
 from __future__ import annotations
 
 import os
 
-from kablab import hostnoise
+from kablab.remote import hostnoise
 
 HERE = os.path.join(os.path.dirname(__file__), "..", "fixtures", "hostnoise")
 

@@ -1,4 +1,4 @@
-"""kablab.inputs: the lab's one table of input rules, as a user types the
+"""kablab.lab.inputs: the lab's one table of input rules, as a user types the
 inputs (-e key=value hands over strings)."""
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from kablab import inputs
+from kablab.lab import inputs
 from kablabtest import REPO
 
 CTX = {"profiles": ["smoke", "full"], "modes": ["ab", "aa", "slowdown"], "variants": ["stock", "grouped", "split4k"],

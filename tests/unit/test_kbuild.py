@@ -1,4 +1,4 @@
-"""kablab.kbuild: the build key, the donor choice and build.json, on the real
+"""kablab.lab.kbuild: the build key, the donor choice and build.json, on the real
 kernel-patches/ series and build records taken from a real cache
 (tests/fixtures/kbuild/*.build.json)."""
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kablab import kbuild
-from kablab.kbuild import Spec
+from kablab.lab import kbuild
+from kablab.lab.kbuild import Spec
 from kablabtest import REPO
 
 FIXTURES = REPO / "tests" / "fixtures" / "kbuild"
@@ -172,7 +172,7 @@ def test_bad_inputs_are_named(change, message):
 
 
 def test_cli_bad_input_exits_2_with_one_error_line(tmp_path):
-    proc = subprocess.run(["/usr/bin/python3", "-m", "kablab.kbuild", "key", "--cache", str(tmp_path),
+    proc = subprocess.run(["/usr/bin/python3", "-m", "kablab.lab.kbuild", "key", "--cache", str(tmp_path),
                            "--source", str(tmp_path), "--source-version", "1", "--patches",
                            str(REPO / "kernel-patches"), "--variant", "stock", "--series", "common,nosuch",
                            "--profile", "ci"], cwd=REPO, capture_output=True, text=True, timeout=60)
@@ -315,7 +315,7 @@ def test_record_cli_writes_build_json(tmp_path):
     out.mkdir(parents=True)
     (out / "config").write_text("CONFIG_64BIT=y\n")
     proc = subprocess.run(
-        ["/usr/bin/python3", "-m", "kablab.kbuild", "record", "--cache", str(tmp_path), "--source", str(REPO),
+        ["/usr/bin/python3", "-m", "kablab.lab.kbuild", "record", "--cache", str(tmp_path), "--source", str(REPO),
          "--source-version", "6.1.192-3", "--patches", str(REPO / "kernel-patches"), "--variant", "stock",
          "--series", "common", "--profile", "ci", "--out", str(out), "--key", "0123456789abcdef",
          "--tree", "/t/stock-0123456789abcdef", "--release", "6.1.192-kablab-stock", "--start", "0",

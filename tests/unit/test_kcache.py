@@ -1,4 +1,4 @@
-"""kablab.kcache: the kernel manifest and the cache prune decision, on the
+"""kablab.lab.kcache: the kernel manifest and the cache prune decision, on the
 manifest and build records of a real cache (tests/fixtures/kbuild/)."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import subprocess
 import pytest
 import yaml
 
-from kablab.kcache import build_times, du_freed, kernel_entries, merge_manifest, prune_decision
+from kablab.lab.kcache import build_times, du_freed, kernel_entries, merge_manifest, prune_decision
 from kablabtest import REPO
 
 FIXTURES = REPO / "tests" / "fixtures" / "kbuild"

@@ -1,4 +1,4 @@
-"""kablab.lock: per-resource flock locks (issue 22)."""
+"""kablab.remote.lock: per-resource flock locks (issue 22)."""
 from __future__ import annotations
 
 import os
@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from kablab.lock import BUSY, Busy, Lock, describe, read_info
+from kablab.remote.lock import BUSY, Busy, Lock, describe, read_info
 from kablabtest import record_case
 from kablabtest import REPO
 
@@ -16,7 +16,7 @@ PY = "/usr/bin/python3"
 
 
 def lock_cli(*args, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([PY, "-m", "kablab.lock", *args], cwd=REPO, capture_output=True, text=True, timeout=60, **kw)
+    return subprocess.run([PY, "-m", "kablab.remote.lock", *args], cwd=REPO, capture_output=True, text=True, timeout=60, **kw)
 
 
 def sleeper(seconds: float = 60) -> subprocess.Popen:
@@ -26,7 +26,7 @@ def sleeper(seconds: float = 60) -> subprocess.Popen:
 
 def test_second_process_stops_at_once_naming_the_holder(tmp_path):
     f = tmp_path / "kernel-x.lock"
-    first = subprocess.Popen([PY, "-m", "kablab.lock", "run", "--lock", str(f), "--what", "kernel build x",
+    first = subprocess.Popen([PY, "-m", "kablab.remote.lock", "run", "--lock", str(f), "--what", "kernel build x",
                               "--", "sleep", "30"], cwd=REPO)
     try:
         for _ in range(100):
@@ -48,14 +48,14 @@ def test_second_process_stops_at_once_naming_the_holder(tmp_path):
 def test_waiting_run_goes_after_the_first_and_never_overlaps(tmp_path):
     f, log = tmp_path / "k.lock", tmp_path / "log"
     script = f'echo start $$ >> {log}; sleep 3; echo end $$ >> {log}'
-    runs = [subprocess.Popen([PY, "-m", "kablab.lock", "run", "--lock", str(f), "--what", "k", "--",
+    runs = [subprocess.Popen([PY, "-m", "kablab.remote.lock", "run", "--lock", str(f), "--what", "k", "--",
                               "sh", "-c", script], cwd=REPO, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     errs = [r.communicate(timeout=60)[1] for r in runs]
     assert [r.returncode for r in runs] == [0, 0]
     lines = [l.split()[0] for l in log.read_text().splitlines()]
     assert lines == ["start", "end", "start", "end"]          # strictly one after the other
     assert any("kablab: waiting for the run with pid" in e for e in errs), errs
-    record_case("two runs build the same kernel key", "two `kablab.lock run` on one key (as kernel_build "
+    record_case("two runs build the same kernel key", "two `kablab.remote.lock run` on one key (as kernel_build "
                 "wraps each build)", "the second prints 'kablab: waiting for the run with pid N started T (...)' "
                 "and starts when the first ends; it then finds the kernel built", "builds never overlap")
 
@@ -68,8 +68,8 @@ def test_wait_with_timeout_gives_up_busy(tmp_path):
 
 
 def test_lock_of_a_killed_run_is_taken_over(tmp_path):
-    f = tmp_path / "domains-kablab.lock"
-    first = subprocess.Popen([PY, "-m", "kablab.lock", "run", "--lock", str(f), "--what", "campaign",
+    f = tmp_path / "domains-kablab.remote.lock"
+    first = subprocess.Popen([PY, "-m", "kablab.remote.lock", "run", "--lock", str(f), "--what", "campaign",
                               "--", "sleep", "60"], cwd=REPO, start_new_session=True)
     for _ in range(100):
         if read_info(f).get("pid") == first.pid:
@@ -89,7 +89,7 @@ def test_lock_of_a_killed_run_is_taken_over(tmp_path):
 
 
 def test_hold_lasts_as_long_as_its_owner_and_is_reentrant(tmp_path):
-    f = tmp_path / "domains-kablab.lock"
+    f = tmp_path / "domains-kablab.remote.lock"
     owner = sleeper()
     try:
         held = lock_cli("hold", "--lock", str(f), "--what", "campaign on domains kablab-*", "--no-wait",

@@ -1,4 +1,4 @@
-"""kablab.plan: the boot plan every campaign runs."""
+"""kablab.lab.plan: the boot plan every campaign runs."""
 from __future__ import annotations
 
 from collections import Counter
@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kablab.plan import campaign_workloads, host_boots, lanes, plan_boots, tlb_model_decision
+from kablab.lab.plan import campaign_workloads, host_boots, lanes, plan_boots, tlb_model_decision
 
 V = ["stock", "grouped", "split4k"]
 

@@ -1,11 +1,11 @@
-"""kablab.rawframe: the guest runner's stream of raw files."""
+"""kablab.results.rawframe: the guest runner's stream of raw files."""
 from __future__ import annotations
 
 import base64
 
 import pytest
 
-from kablab.rawframe import FrameError, unpack
+from kablab.results.rawframe import FrameError, unpack
 
 
 def stream(*files: tuple[str, bytes], end: bool = True) -> str:

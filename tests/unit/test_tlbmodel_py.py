@@ -1,4 +1,4 @@
-"""kablab.tlbmodel on real plugin output: tests/fixtures/tlbmodel/ holds
+"""kablab.results.tlbmodel on real plugin output: tests/fixtures/tlbmodel/ holds
 records written by tlbmodel's plugin in a booted guest (see the README there)."""
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kablab import tlbmodel
+from kablab.results import tlbmodel
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "tlbmodel"
 KERNELS = Path(os.environ.get("KABLAB_CACHE_DIR", Path.home() / ".cache" / "kablab")) / "kernels"

@@ -1,4 +1,4 @@
-"""kablab.validate: the preflight checks of issue 22, and the domain XML
+"""kablab.lab.validate: the preflight checks of issue 22, and the domain XML
 template's escaping."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import yaml
 
 from kablabtest import REPO
-from kablab.validate import (check_cmdline, check_kconfig_line, check_variants, input_errors,
+from kablab.lab.validate import (check_cmdline, check_kconfig_line, check_variants, input_errors,
                              workload_argv, workload_spec,
                              workload_dry_run)
 
@@ -200,7 +200,7 @@ def test_workload_args_cli_prints_every_rejection(binaries):
     plan = [{"name": "syscall-mix", "var": "a[smoke]", "argv": ["--read-bytes", "-5"]},
             {"name": "syscall-mix", "var": "b[smoke]", "argv": ["--iterations", "5"]},
             {"name": "page-fault", "error": "workload_page_fault_args: bad"}]
-    run = subprocess.run(["/usr/bin/python3", "-m", "kablab.validate", "workload-args", "--bin", str(binaries),
+    run = subprocess.run(["/usr/bin/python3", "-m", "kablab.lab.validate", "workload-args", "--bin", str(binaries),
                           json.dumps(plan)], cwd=REPO, capture_output=True, text=True)
     assert run.returncode == 1
     assert run.stderr.splitlines()[0].startswith("a[smoke]: syscall-mix rejects")

@@ -9,9 +9,9 @@ memory backing, the vCPU pinning). Each returns one finding::
      "invalidates": "<which results>" (only for that verdict),
      "detail": "what was read", "fix": "a command or a setting" | ""}
 
-``python3 -m kablab.doctor check`` prints one line per check and writes the
+``python3 -m kablab.remote.doctor check`` prints one line per check and writes the
 findings as JSON (the host_doctor role runs it; results carry the JSON);
-``python3 -m kablab.doctor capture DEST`` copies the files the checks read,
+``python3 -m kablab.remote.doctor capture DEST`` copies the files the checks read,
 which is how the fixtures were taken.
 """
 import argparse
@@ -272,7 +272,7 @@ def check_smt(root, pinning=()):
     if pinned and len(set(cores)) == len(cores):
         return finding("smt", OK, detail + "; vCPUs pinned to distinct physical cores")
     return finding("smt", NOISE, detail + "; vCPUs may share a physical core with a sibling's load",
-                   "pin vCPUs to distinct cores (guest_domain_vcpu_pinning, see kablab.doctor.pick_cpus) "
+                   "pin vCPUs to distinct cores (guest_domain_vcpu_pinning, see kablab.remote.doctor.pick_cpus) "
                    "or echo off > /sys/devices/system/cpu/smt/control")
 
 
@@ -452,7 +452,7 @@ def load_probe(paths):
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(prog="kablab.doctor", description=__doc__.split("\n")[0])
+    ap = argparse.ArgumentParser(prog="kablab.remote.doctor", description=__doc__.split("\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     c = sub.add_parser("check")
     c.add_argument("--root", default="/")
@@ -482,7 +482,7 @@ def main(argv=None):
     accept = [x.strip() for x in a.accept.split(",") if x.strip()]
     unknown = [x for x in accept if x not in CHECKS]
     if unknown:
-        print(f"kablab.doctor: kablab_accept names unknown checks {unknown}; the checks are {list(CHECKS)}",
+        print(f"kablab.remote.doctor: kablab_accept names unknown checks {unknown}; the checks are {list(CHECKS)}",
               file=sys.stderr)
         return 2
     probe = load_probe(a.probe)

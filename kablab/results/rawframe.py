@@ -11,7 +11,7 @@ its stdout and nothing else:
 one line per raw file that exists (a missing file is simply absent: the
 collector says which ones it needed). kablab-guest-boot sends it, block by
 block, through the domain's frames channel to the hypervisor
-(kablab/bootrun.py splits the blocks), so there is no archive, fetch or
+(kablab/lab/bootrun.py splits the blocks), so there is no archive, fetch or
 unpack step per block; `unpack` writes the files into the raw directory
 on the controller, each atomically.
 """
@@ -23,7 +23,7 @@ import binascii
 import re
 from pathlib import Path
 
-from .util import atomic_write_bytes
+from kablab.util import atomic_write_bytes
 
 HEADER = "kablab-raw 1"
 TRAILER = "kablab-raw end"

@@ -1,5 +1,5 @@
 """Runs and boots that do not belong with the others: the screen in front of
-the verdicts (kablab.stats). Nothing here removes a value silently: every run
+the verdicts (kablab.report.stats). Nothing here removes a value silently: every run
 set aside and every outlier boot is listed in the report, with its evidence.
 
 Scale. Within groups (the runs of each boot, or the boots of each kernel) the
@@ -33,7 +33,7 @@ workloads share, |index| never passed 4.2); one workload of a boot is an
 MIN_DF_BLOCK degrees of freedom (3 boots of 3 kernels give 9 pairs, and two of
 them close by chance make any third boot look wild). Kernels with fewer than
 3 boots of a metric are not screened (two boots cannot say which one is odd). The verdicts stay those of all boots;
-kablab.stats adds the verdicts without the outliers beside them.
+kablab.report.stats adds the verdicts without the outliers beside them.
 """
 
 from __future__ import annotations
@@ -46,7 +46,7 @@ import numpy as np
 from scipy import stats as sps
 
 if TYPE_CHECKING:
-    from .stats import BootValues, MetricData
+    from kablab.report.stats import BootValues, MetricData
 
 RUN_Z = 5.0
 BOOT_Z = 6.0
@@ -91,7 +91,7 @@ def _scale_of(metric_boots: Sequence["BootValues"]) -> tuple[bool, float]:
 
 @dataclass
 class RunAside:
-    """One run of one metric set aside (kablab.robust)."""
+    """One run of one metric set aside (kablab.report.robust)."""
     variant: str
     boot: str
     round: int

@@ -6,20 +6,20 @@ hypervisor through the domain's frames channel as it is written: first
 the guest's description of itself, then each block's raw files. Two steps
 here, each one controller command of the run stage:
 
-    python3 -m kablab.bootrun todo CAMPAIGN_DIR VARIANT BLOCK NAME...
+    python3 -m kablab.lab.bootrun todo CAMPAIGN_DIR VARIANT BLOCK NAME...
         The workloads of this boot without a good result, in order (JSON
         list). An earlier failed or unreadable attempt of one of them moves
         to attempts/<time>/<variant>/ first: raw results are never
         overwritten.
 
-    python3 -m kablab.bootrun collect CAMPAIGN_DIR --boot JSON --specs JSON
+    python3 -m kablab.lab.bootrun collect CAMPAIGN_DIR --boot JSON --specs JSON
             [--watch JSON] [--boot-failure JSON]  < FRAMES
         Writes the boot's record, boots/<variant>-boot<N>.json (the
         provenance all its results share, from --boot and the guest's
         description), then splits the frames into blocks and writes, for
         every workload of --specs that began, its raw directory and result
-        (kablab.collect); one that was in flight when the guest was lost
-        fails with the watcher's reason (kablab/framewatch.py), and with
+        (kablab.results.collect); one that was in flight when the guest was lost
+        fails with the watcher's reason (kablab/remote/framewatch.py), and with
         --boot-failure (the guest never came up) or a guest that refused
         to run (not the kernel or binaries built) every workload fails at
         stage "boot". Prints {"ok", "failed", "remaining"}: remaining ones
@@ -37,10 +37,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from . import collect as collector
-from . import rawframe
-from .load import check_files
-from .util import atomic_write_json
+from kablab.results import collect as collector
+from kablab.results import rawframe
+from kablab.results.load import check_files
+from kablab.util import atomic_write_json
 
 BEGIN_END = re.compile(r"^kablab-block (\S+) (begin|end)(?: (-?\d+))?$")
 
@@ -297,7 +297,7 @@ def collect_boot(campaign: Path, boot: Mapping[str, Any], specs: list[Mapping[st
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m kablab.bootrun", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python3 -m kablab.lab.bootrun", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
     t = sub.add_parser("todo")
@@ -309,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("campaign_dir", type=Path)
     c.add_argument("--boot", required=True, help="the boot's provenance and settings (JSON)")
     c.add_argument("--specs", required=True, help="the workloads the guest command ran, in order (JSON)")
-    c.add_argument("--watch", help="kablab/framewatch.py's report (JSON)")
+    c.add_argument("--watch", help="kablab/remote/framewatch.py's report (JSON)")
     c.add_argument("--boot-failure", help="the failure every workload gets: the guest never came up (JSON)")
     st = sub.add_parser("status", help="todo, plus the progress line of this boot (JSON: todo, message)")
     st.add_argument("campaign_dir", type=Path)
@@ -337,7 +337,7 @@ def main(argv: list[str] | None = None) -> int:
                        json.loads(a.boot_failure) if a.boot_failure else None)
     print(json.dumps(out))
     for e in out["errors"]:
-        print(f"kablab.bootrun: error: {e}", file=sys.stderr)
+        print(f"kablab.lab.bootrun: error: {e}", file=sys.stderr)
     return 1 if out["errors"] else 0
 
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from .fmt import STAT_ROWS, finite, num, pct, trunc
-from .panels import model_matrix_text, tlb_matrix_text, verdict_matrix_text
-from .rawparse import DIRECTMAP_SHOWN
-from .stats import Analysis, Comparison, Summary
+from kablab.report.fmt import STAT_ROWS, finite, num, pct, trunc
+from kablab.report.panels import model_matrix_text, tlb_matrix_text, verdict_matrix_text
+from kablab.results.rawparse import DIRECTMAP_SHOWN
+from kablab.report.stats import Analysis, Comparison, Summary
 
 WIDTH = 100
 LABEL = 31          # "Gmean    metric-name" column
@@ -31,7 +31,7 @@ def _stat(s: Summary, row: str) -> float:
 
 def row_change(row: str, base: Summary, new: Summary, better: str) -> float:
     """% change of one statistic row, positive = better (Stddev/CoeffVar: lower is better)."""
-    from .stats import pct_change
+    from kablab.report.stats import pct_change
     b, v = _stat(base, row), _stat(new, row)
     return pct_change(b, v, "lower" if row in ("Stddev", "CoeffVar") else better)
 
@@ -185,7 +185,7 @@ def summary_text(an: Analysis, ctx: dict[str, Any]) -> str:
 
 
 def aside_lines(ctx: dict[str, Any]) -> list[str]:
-    """Runs set aside (kablab.robust), as failed runs are listed."""
+    """Runs set aside (kablab.report.robust), as failed runs are listed."""
     rows = ctx.get("aside_rows", [])
     if not rows:
         return []
@@ -236,7 +236,7 @@ def noise_lines(an: Analysis, ctx: dict[str, Any]) -> list[str]:
                  f"change among the primary metrics (alpha {an.plan_alpha:.3g}), sized on the "
                  f"upper {int(100 * ctx['noise_bound'])} % confidence bound of the noise "
                  f"[range over its {int(100 * ctx['noise_range'])} % interval]. Size a campaign "
-                 "from an A/A one with `python3 -m kablab.noise <campaign> --json`.")
+                 "from an A/A one with `python3 -m kablab.report.noise <campaign> --json`.")
     out.append(f"{'workload':<18}{'metric':<20}{'role':<10}{'boots':>5}{'CoVw%':>6}{'CoVb%':>6}"
                f"{'df':>4}{'n(1%) [range]':>16}{'n(3%) [range]':>15}")
     for r in ctx["noise_rows"]:

@@ -7,16 +7,16 @@ run is free again at once; the file's JSON body (holder pid, owner pid,
 start time, command) is only there to name the running campaign in a
 message, and is overwritten by the next holder.
 
-    python3 -m kablab.lock run  --lock F --what W [--wait S|--no-wait] -- CMD...
+    python3 -m kablab.remote.lock run  --lock F --what W [--wait S|--no-wait] -- CMD...
         hold the lock while CMD runs (a kernel build); exit with CMD's code
-    python3 -m kablab.lock hold --lock F --what W [--wait S|--no-wait] [--owner PID]
+    python3 -m kablab.remote.lock hold --lock F --what W [--wait S|--no-wait] [--owner PID]
         hold the lock for the life of the owner process (default: the
         ansible-playbook this runs under) in a detached process; returns once
         it is held. Re-entrant: the same owner holding it already is fine.
-    python3 -m kablab.lock owner
+    python3 -m kablab.remote.lock owner
         print the pid of the ansible-playbook this runs under (to pass as
         --owner from an async task, whose process has left that tree)
-    python3 -m kablab.lock release --lock F [--owner PID]
+    python3 -m kablab.remote.lock release --lock F [--owner PID]
         give up a lock held by `hold` for this owner (optional: the holder
         also exits when its owner does)
 
@@ -181,7 +181,7 @@ def cmd_run(ns) -> int:
     import subprocess
     cmd = ns.cmd[1:] if ns.cmd[:1] == ["--"] else ns.cmd
     if not cmd:
-        print("kablab.lock run: no command given", file=sys.stderr)
+        print("kablab.remote.lock run: no command given", file=sys.stderr)
         return 2
     try:
         lock = Lock(ns.lock, ns.what, ns.owner).acquire(_wait_arg(ns), lambda m: print(m, file=sys.stderr, flush=True))
@@ -255,7 +255,7 @@ def cmd_release(ns) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python3 -m kablab.lock", description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(prog="python3 -m kablab.remote.lock", description=__doc__.split("\n\n")[0])
     sub = p.add_subparsers(dest="mode", required=True)
     for name in ("run", "hold", "release"):
         s = sub.add_parser(name)

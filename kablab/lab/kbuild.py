@@ -1,4 +1,4 @@
-"""kablab.kbuild: what a kernel build computes, apart from running make.
+"""kablab.lab.kbuild: what a kernel build computes, apart from running make.
 
 roles/kernel_build/files/kablab-kernel-build is the glue that copies trees,
 applies patches and runs make; everything it decides comes from here:
@@ -10,18 +10,18 @@ applies patches and runs make; everything it decides comes from here:
   build from a donor is the same kernel);
 * build.json, the record of a finished build, written atomically.
 
-    python3 -m kablab.kbuild key  OPTIONS   the key, its inputs and the cache dir (JSON)
-    python3 -m kablab.kbuild settings OPTIONS --mode build|config
+    python3 -m kablab.lab.kbuild key  OPTIONS   the key, its inputs and the cache dir (JSON)
+    python3 -m kablab.lab.kbuild settings OPTIONS --mode build|config
                                             the same, plus the patch list and the
                                             donor, as shell assignments for the glue
-    python3 -m kablab.kbuild record OPTIONS --out DIR --tree T --release R
+    python3 -m kablab.lab.kbuild record OPTIONS --out DIR --tree T --release R
                                    --start EPOCH [--key KEY] [--donor-name NAME]
                                             write DIR/build.json; print the summary
-    python3 -m kablab.kbuild trim-modules OPTIONS --tree T
+    python3 -m kablab.lab.kbuild trim-modules OPTIONS --tree T
                                             before olddefconfig: every module of
                                             T/_build/.config off but the profile's
                                             keep list (configs/<profile>.modules)
-    python3 -m kablab.kbuild check-trim OPTIONS --tree T
+    python3 -m kablab.lab.kbuild check-trim OPTIONS --tree T
                                             after it: no built-in of a core
                                             directory went with the modules
 
@@ -413,7 +413,7 @@ def settings(spec: Spec, mode: str, donor: str, jobs: int | None, tools: dict[st
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python3 -m kablab.kbuild", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python3 -m kablab.lab.kbuild", description=__doc__.split("\n")[0])
     p.add_argument("command", choices=["key", "settings", "record", "trim-modules", "check-trim"])
     p.add_argument("--cache", type=Path, required=True)
     p.add_argument("--source", type=Path, required=True)

@@ -12,7 +12,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from .stats import Analysis, Comparison, MetricData  # noqa: E402
+from kablab.report.stats import Analysis, Comparison, MetricData  # noqa: E402
 
 matplotlib.rcParams.update({
     "svg.fonttype": "none",        # real <text>, small files

@@ -1,6 +1,6 @@
 """Turn one raw run directory into one schema-valid result file.
 
-    python3 -m kablab.collect RAW_DIR OUT.json [--meta JSON] [--stream < guest-runner-output]
+    python3 -m kablab.results.collect RAW_DIR OUT.json [--meta JSON] [--stream < guest-runner-output]
 
 Rules:
 * perf `<not supported>` / `<not counted>` -> value null, supported false (never 0);
@@ -20,17 +20,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from . import __version__
-from .rawparse import directmap_state, parse_hyperfine, parse_meminfo, parse_perf_csv, parse_vmstat
-from .rawframe import FrameError, unpack
-from . import tlbmodel
-from .util import atomic_write_bytes, atomic_write_json, tail, validation_errors
+from kablab import __version__
+from kablab.results.rawparse import directmap_state, parse_hyperfine, parse_meminfo, parse_perf_csv, parse_vmstat
+from kablab.results.rawframe import FrameError, unpack
+from kablab.results import tlbmodel
+from kablab.util import atomic_write_bytes, atomic_write_json, tail, validation_errors
 
 REQUIRED_OK_FILES = ("hyperfine.json", "meminfo.before", "meminfo.after", "vmstat.before", "vmstat.after")
-# What the guest runner printed (kablab/rawframe.py), saved by the runner role.
+# What the guest runner printed (kablab/results/rawframe.py), saved by the runner role.
 FRAMES = "guest-run.out"
 PROVENANCE_OBJECTS = ("campaign", "host", "guest", "kernel", "binary", "tools", "runner")
-# The TLB model's records of this block (kablab/tlbmodel.py), and the
+# The TLB model's records of this block (kablab/results/tlbmodel.py), and the
 # runner's note of which marker ids the block used.
 TLB_RECORDS = "tlbmodel.jsonl"
 TLB_MARKS = "tlb.json"
@@ -394,7 +394,7 @@ def collect_to(raw_dir: str | Path, out: str | Path) -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m kablab.collect", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python3 -m kablab.results.collect", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("raw_dir", help="raw run directory (design.md)")
     ap.add_argument("out", help="result JSON to write (atomically)")
@@ -412,13 +412,13 @@ def main(argv: list[str] | None = None) -> int:
         save_stream(raw, sys.stdin.buffer.read() if args.stream else None, args.tlb_records)
         doc = collect_to(raw, args.out)
     except (CollectError, ValueError, OSError) as e:
-        print(f"kablab.collect: error: {e}", file=sys.stderr)
+        print(f"kablab.results.collect: error: {e}", file=sys.stderr)
         return 1
     for w in doc["collect"]["warnings"]:
-        print(f"kablab.collect: warning: {w}", file=sys.stderr)
+        print(f"kablab.results.collect: warning: {w}", file=sys.stderr)
     if doc["status"] == "failed":
         f = doc["failure"]
-        print(f"kablab.collect: block failed at {f['stage']}: {f['reason']}", file=sys.stderr)
+        print(f"kablab.results.collect: block failed at {f['stage']}: {f['reason']}", file=sys.stderr)
     return 0
 
 

@@ -12,17 +12,19 @@ from typing import Any
 
 import jinja2
 
-from . import __version__, doctor, hostnoise
-from .fmt import STAT_ROWS, count, finite, num
-from .load import Campaign
-from .noise import NOISE_CI, NOISE_UCB, need_text
-from .panels import model_matrix, tlb_matrix, verdict_matrix
-from .plots import distribution_svg, forest_svg
-from .rawparse import DIRECTMAP_SHOWN
-from .stats import (METHOD_NOTE, TLB_EVENTS, Analysis, _clean, analyse, boot_id, pct_change,
+from kablab import __version__
+from kablab.remote import doctor
+from kablab.remote import hostnoise
+from kablab.report.fmt import STAT_ROWS, count, finite, num
+from kablab.results.load import Campaign
+from kablab.report.power import NOISE_CI, NOISE_UCB, need_text
+from kablab.report.panels import model_matrix, tlb_matrix, verdict_matrix
+from kablab.report.plots import distribution_svg, forest_svg
+from kablab.results.rawparse import DIRECTMAP_SHOWN
+from kablab.report.stats import (METHOD_NOTE, TLB_EVENTS, Analysis, _clean, analyse, boot_id, pct_change,
                     perf_summary)
-from .textreport import lkp_text, row_change, summary_text
-from .util import atomic_write_json, atomic_write_text
+from kablab.report.textreport import lkp_text, row_change, summary_text
+from kablab.util import atomic_write_json, atomic_write_text
 
 TCG_BANNER = ("Emulated CPU (TCG): timings do not reflect hardware TLB behaviour; "
              "direct-map state is real")
@@ -489,7 +491,7 @@ def boots_per_kernel(an: Analysis) -> dict[str, str]:
 
 def render_campaign(camp: Campaign, out_dir: str | Path | None = None,
                     min_effect_pct: float = 0.0) -> dict[str, Path]:
-    """*min_effect_pct*: the user's practical threshold (kablab.stats.analyse)."""
+    """*min_effect_pct*: the user's practical threshold (kablab.report.stats.analyse)."""
     out = Path(out_dir or camp.root)
     an = analyse(camp, min_effect_pct=min_effect_pct)
     ctx = build_context(camp, an)

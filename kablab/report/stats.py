@@ -2,7 +2,7 @@
 
 Values. Every boot gives one value per (kernel, workload, metric): the
 geometric mean of the runs it keeps (the mean of their log values). A run more
-than 5 robust SDs from its boot's median is set aside first (kablab.robust:
+than 5 robust SDs from its boot's median is set aside first (kablab.report.robust:
 a preempted run no longer moves its boot) and listed in the report. Because
 GM(1/x) = 1/GM(x), a rate and its time give the same answer, so one statistic
 serves both. A boot is a result's `boot` field when present, else its
@@ -42,7 +42,7 @@ the rounds both kernels have (a boot whose partner was lost tells nothing about
 the difference, and is named as unpaired).
 
 Boots. Outlier boots (a boot slow or fast on the workloads as a whole, or on
-one workload; kablab.robust) are named with their evidence, and every verdict
+one workload; kablab.report.robust) are named with their evidence, and every verdict
 they touch is given again without them, beside the verdict of all boots. When
 a kernel is flagged on 3 or more primary metrics whose per-round differences
 move together across workloads (a shared boot offset: one boot slow everywhere
@@ -53,7 +53,7 @@ rounds, a sequential order) are warned about: the round term cannot remove
 drift between them.
 
 Power. Per metric the noise of one boot's value, all kernels pooled with
-kernel and round removed (kablab.noise.boot_noise; set-aside runs and outlier
+kernel and round removed (kablab.report.power.boot_noise; set-aside runs and outlier
 boots left out), and the boots per kernel needed to flag a 1 % and a 3 % change
 with 80 % power when it is the one real change among the m primary metrics
 (level q / m), sized on the upper 80 % confidence bound of that noise, with the
@@ -74,9 +74,9 @@ import statsmodels.api as sm
 from scipy import stats as sps
 from statsmodels.stats.multitest import multipletests
 
-from . import robust
-from .load import Campaign
-from .noise import POWER, VarComp, mde, to_pct
+from kablab.report import robust
+from kablab.results.load import Campaign
+from kablab.report.power import POWER, VarComp, mde, to_pct
 
 METHOD_NOTE = (
     "Each boot is one sample (the geometric mean of its runs, a run more than 5 robust SDs "
@@ -119,7 +119,7 @@ class BootValues:
     host: str | None
     runs: list[float] = field(default_factory=list)
     run_ids: list[int] = field(default_factory=list)    # each run's index in its result
-    aside: list[int] = field(default_factory=list)      # positions in runs set aside (kablab.robust)
+    aside: list[int] = field(default_factory=list)      # positions in runs set aside (kablab.report.robust)
 
     @property
     def kept(self) -> list[float]:
@@ -299,7 +299,7 @@ class Summary:
 
 def _as_boots(runs_by_boot: Sequence[Sequence[float] | BootValues]) -> list[BootValues]:
     """BootValues as given (screened as their metric was); plain run lists are
-    screened among themselves (kablab.robust)."""
+    screened among themselves (kablab.report.robust)."""
     out: list[BootValues] = []
     plain: list[BootValues] = []
     for i, b in enumerate(runs_by_boot):
@@ -781,7 +781,7 @@ def runner_overhead(camp: Campaign) -> dict[str, dict[str, dict[str, float]]]:
 
 def screen_boots(metrics: dict[tuple[str, str], MetricData]
                  ) -> tuple[list[robust.OutlierBoot], dict[tuple[str, str], robust.OutlierBoot]]:
-    """Outlier boots of a campaign's primary metrics (kablab.robust), and the
+    """Outlier boots of a campaign's primary metrics (kablab.report.robust), and the
     (variant, boot) -> OutlierBoot map the verdicts without them drop."""
     outliers = robust.outlier_boots(robust.boot_scores(
         [md for md in metrics.values() if md.role == "primary"]))
@@ -870,8 +870,8 @@ def shared_offsets(an: Analysis, blocks: dict[tuple[str, str], tuple[int, int]]
 def analyse(camp: Campaign, seed: int | None = None, min_effect_pct: float = 0.0) -> Analysis:
     """The analysis of a loaded campaign. *min_effect_pct*: the user's practical
     threshold (a flagged change must also exceed it; 0: none)."""
-    from .noise import boots_for, boots_range, metric_noise, planning_alpha
-    from .rounds import round_warnings
+    from kablab.report.power import boots_for, boots_range, metric_noise, planning_alpha
+    from kablab.report.rounds import round_warnings
     if not (math.isfinite(min_effect_pct) and min_effect_pct >= 0):
         raise ValueError(f"min_effect_pct must be a number >= 0, got {min_effect_pct}")
     variants = camp.variants()

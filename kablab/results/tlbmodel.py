@@ -158,7 +158,7 @@ def per_kinsn(counts: dict[str, Any], mode: str, tlb: str, key: str,
     return 1000 * sum(_c(counts, mode, tlb, s, key) for s in sizes) / insns
 
 
-# The report's modelled measures (kablab/panels.py), in reading order:
+# The report's modelled measures (kablab/report/panels.py), in reading order:
 # walks (STLB misses: what a variant's page tables change) before L1
 # misses (parameter-sensitive, review D2), the direct map's own next to
 # all of the kernel's. Each is divided by the run's work (harness
@@ -222,9 +222,9 @@ def load(path: str | Path) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """python3 -m kablab.tlbmodel root SYSTEM_MAP: print the plugin's root=."""
+    """python3 -m kablab.results.tlbmodel root SYSTEM_MAP: print the plugin's root=."""
     import argparse
-    ap = argparse.ArgumentParser(prog="python3 -m kablab.tlbmodel")
+    ap = argparse.ArgumentParser(prog="python3 -m kablab.results.tlbmodel")
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("root", help="print init_top_pgt's physical address (plugin root=)")
     r.add_argument("system_map")
@@ -233,7 +233,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         print(hex(root_from_system_map(Path(a.system_map).read_text(), a.phys_base)))
     except (OSError, ValueError) as e:
-        print(f"kablab.tlbmodel: error: {e}", file=__import__("sys").stderr)
+        print(f"kablab.results.tlbmodel: error: {e}", file=__import__("sys").stderr)
         return 1
     return 0
 

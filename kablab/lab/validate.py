@@ -5,7 +5,7 @@ good. A message names the variable, the bad value and what is allowed.
 Ansible reaches these through plugins/filter/kablab_filters.py; the
 workload argument check is also a CLI:
 
-    python3 -m kablab.validate workload-args --bin workloads/build \\
+    python3 -m kablab.lab.validate workload-args --bin workloads/build \\
         '[{"name": "syscall-mix", "var": "workload_syscall_mix_args[smoke]", "argv": [...]}]'
 """
 from __future__ import annotations
@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from .tlbmodel import DEFAULT_MEASURE, MEASURE_NAMES
+from kablab.results.tlbmodel import DEFAULT_MEASURE, MEASURE_NAMES
 
 
 KCONFIG_RE = re.compile(
@@ -71,7 +71,7 @@ def check_variants(variants, var: str = "kablab_variants") -> list[str]:
 
 def input_errors(variants) -> list[str]:
     """Every message for the variants' Kconfig lines and cmdlines,
-    duplicates once (the other inputs: kablab/inputs.py)."""
+    duplicates once (the other inputs: kablab/lab/inputs.py)."""
     out: list[str] = []
     for e in check_variants(variants):
         if e not in out:
@@ -176,7 +176,7 @@ def workload_dry_run(binary: str | Path, args: list[str], var: str) -> str | Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python3 -m kablab.validate")
+    p = argparse.ArgumentParser(prog="python3 -m kablab.lab.validate")
     sub = p.add_subparsers(dest="cmd", required=True)
     w = sub.add_parser("workload-args", help="dry-run workload binaries with their campaign arguments")
     w.add_argument("--bin", required=True, help="directory of the built workload binaries")

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .util import validation_errors
+from kablab.util import validation_errors
 
 
 @dataclass
@@ -113,11 +113,11 @@ def check_files(paths: list[str]) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """python3 -m kablab.load --check FILE...   (exit 0 when all exist, validate and are ok)
-    python3 -m kablab.load CAMPAIGN_DIR         (list results, failures, invalid files)"""
+    """python3 -m kablab.results.load --check FILE...   (exit 0 when all exist, validate and are ok)
+    python3 -m kablab.results.load CAMPAIGN_DIR         (list results, failures, invalid files)"""
     import argparse
     import sys
-    ap = argparse.ArgumentParser(prog="python3 -m kablab.load", description=main.__doc__)
+    ap = argparse.ArgumentParser(prog="python3 -m kablab.results.load", description=main.__doc__)
     ap.add_argument("--check", action="store_true",
                     help="check that every PATH is an existing, schema-valid result file")
     ap.add_argument("paths", nargs="+")

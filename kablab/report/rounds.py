@@ -8,7 +8,7 @@ Per host (boots on different hosts run side by side, and the host term is the
 model's business) the results are put in the order they started (`started_at`,
 then `order_index`); a boot is out of order when it started after a boot of a
 later round that shares a kernel with its own round (rounds of merged campaigns,
-kablab.compare, share none and are not compared).
+kablab.report.compare, share none and are not compared).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """One report over two campaigns' results, with the same statistics.
 
-    python3 -m kablab.compare A_DIR B_DIR --out OUT_DIR [--baseline KERNEL]
+    python3 -m kablab.report.compare A_DIR B_DIR --out OUT_DIR [--baseline KERNEL]
 
 E.g. the same kernels on two hosts, or before/after a patch revision. Kernels
 are named `<campaign>:<variant>` where a variant name occurs in both campaigns
@@ -8,7 +8,7 @@ are named `<campaign>:<variant>` where a variant name occurs in both campaigns
 baseline is A's baseline unless --baseline names another kernel. Rounds (the
 `block` term of the model) are not shared between campaigns: B's blocks are
 renumbered after A's, so a kernel of B is compared with A's baseline by the
-pooled two-sample test on per-boot values (kablab.stats).
+pooled two-sample test on per-boot values (kablab.report.stats).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import copy
 import sys
 from pathlib import Path
 
-from .load import Campaign, InvalidFile, load_campaign
-from .render import render_campaign
+from kablab.results.load import Campaign, InvalidFile, load_campaign
+from kablab.report.render import render_campaign
 
 
 def _name(camp: Campaign) -> str:
@@ -54,7 +54,7 @@ def merge(a: Campaign, b: Campaign, out: Path) -> Campaign:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m kablab.compare", description=__doc__,
+    ap = argparse.ArgumentParser(prog="python3 -m kablab.report.compare", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("a_dir")
     ap.add_argument("b_dir")
@@ -64,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     camps = []
     for d in (args.a_dir, args.b_dir):
         if not (Path(d) / "results").is_dir():
-            print(f"kablab.compare: error: {d}/results is not a directory", file=sys.stderr)
+            print(f"kablab.report.compare: error: {d}/results is not a directory", file=sys.stderr)
             return 1
         camps.append(load_campaign(d))
     out = Path(args.out)
@@ -72,12 +72,12 @@ def main(argv: list[str] | None = None) -> int:
     camp = merge(camps[0], camps[1], out)
     if args.baseline:
         if args.baseline not in camp.override:
-            print(f"kablab.compare: error: unknown kernel {args.baseline!r}; kernels: "
+            print(f"kablab.report.compare: error: unknown kernel {args.baseline!r}; kernels: "
                   f"{', '.join(camp.override)}", file=sys.stderr)
             return 1
         camp.override = [args.baseline] + [v for v in camp.override if v != args.baseline]
     for f in camp.invalid:
-        print(f"kablab.compare: warning: excluded invalid result {f.path}: {f.error}",
+        print(f"kablab.report.compare: warning: excluded invalid result {f.path}: {f.error}",
               file=sys.stderr)
     for p in render_campaign(camp, out).values():
         print(p)

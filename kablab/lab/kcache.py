@@ -1,4 +1,4 @@
-"""kablab.kcache: the kernel cache index, for Ansible's filters.
+"""kablab.lab.kcache: the kernel cache index, for Ansible's filters.
 
 * kernel_entries: what the kernel_build role publishes per variant (the
   kablab_kernels fact and kernels/manifest-<profile>.json);

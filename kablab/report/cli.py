@@ -14,8 +14,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from .load import load_campaign
-from .render import render_campaign
+from kablab.results.load import load_campaign
+from kablab.report.render import render_campaign
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""The report's first screen, built on kablab.stats (no statistics of its own):
+"""The report's first screen, built on kablab.report.stats (no statistics of its own):
 the verdict matrix (workload x kernel, primary metric) and the TLB matrix."""
 
 from __future__ import annotations
@@ -6,10 +6,11 @@ from __future__ import annotations
 import textwrap
 from typing import Any
 
-from . import robust, tlbmodel
-from .fmt import finite
-from .load import Campaign
-from .stats import (Analysis, BootValues, Comparison, MetricData, apply_families, boot_id,
+from kablab.report import robust
+from kablab.results import tlbmodel
+from kablab.report.fmt import finite
+from kablab.results.load import Campaign
+from kablab.report.stats import (Analysis, BootValues, Comparison, MetricData, apply_families, boot_id,
                     compare_pair, norm_event, summarise)
 
 MARK = {"better": "\u25b2 better", "worse": "\u25bc worse"}
@@ -173,7 +174,7 @@ def _ops(run: dict[str, Any]) -> float | None:
 
 def _model_rows(run: dict[str, Any], wl: str, v: str, bid: Any, r: dict[str, Any],
                 mds: dict, seen: dict, slots: dict) -> None:
-    """One run's modelled TLB values (kablab.tlbmodel.PANEL_MEASURES) into the
+    """One run's modelled TLB values (kablab.results.tlbmodel.PANEL_MEASURES) into the
     matrix, per unit of the run's work (tlbmodel.normalised)."""
     for name, (per, value) in tlbmodel.normalised(run.get("model"), run.get("work")).items():
         key = (wl, f"{name} {per}", "modelled")
@@ -205,7 +206,7 @@ def _measure_rank(measure: str) -> int:
 def tlb_matrix(camp: Campaign, an: Analysis) -> dict[str, Any]:
     """dTLB/iTLB misses per kilo-instruction (and per operation where the workload
     counts operations) per boot, workload x kernel, tested like the verdicts
-    (kablab.stats.compare_pair + one BH family per kernel for the TLB rows).
+    (kablab.report.stats.compare_pair + one BH family per kernel for the TLB rows).
     Sources: perf counters ("measured") and a run's `model` block ("modelled")
     when a campaign has one; absent -> no rows. An unsupported event (perf
     `supported: false, value: null`) is "not supported: <event>", never 0."""

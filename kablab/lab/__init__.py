@@ -1,0 +1,1 @@
+"""The lab's plans, keys and input rules: what the Ansible filters (plugins/filter/) call."""
