@@ -20,8 +20,8 @@ CASES = [
     "walk_4k_2m_1g", "walk_absent_and_errors", "walk_5level", "lru_order",
     "set_assoc_eviction", "capacity_per_size", "stlb", "splinter_1g",
     "shared_array", "global_survives_cr3", "split_store", "invlpg",
-    "walk_faults_counted", "decode", "config", "watch_table", "watch_alias",
-    "direct_map_apart", "stats_json",
+    "walk_faults_counted", "stlb_golden_cove", "decode", "config",
+    "watch_table", "watch_alias", "direct_map_apart", "stats_json",
 ]
 
 
@@ -57,11 +57,19 @@ def test_driver_passes_every_case(driver):
 
 
 def test_default_core_is_golden_cove(driver):
+    # CPUID leaf 0x18 of a Golden Cove P-core (tlbmodel/config.c): load-only
+    # L1 dTLB, L1 iTLB, and the STLB's two arrays with their page sizes.
     cfg = json_line(driver.stdout, "config")
     assert cfg == {
-        "l1d": {"4k": [96, 6], "2m": [32, 4], "1g": [8, 8]},
-        "l1i": {"4k": [256, 8], "2m": [32, 8], "1g": [0, 0]},
-        "l2": {"4k": [2048, 16], "2m": "4k", "1g": [1024, 8]},
+        "l1d": [[64, 4, "4k"], [32, 4, "2m"], [8, 8, "1g"]],
+        "l1i": [[256, 8, "4k"], [32, 8, "2m"]],
+        "l2": [[1024, 8, "4k+2m"], [1024, 8, "4k+1g"]],
+    }
+    # core=legacy: the model's geometry before, for redoing old figures
+    assert json_line(driver.stdout, "config_legacy") == {
+        "l1d": [[96, 6, "4k"], [32, 4, "2m"], [8, 8, "1g"]],
+        "l1i": [[256, 8, "4k"], [32, 8, "2m"]],
+        "l2": [[2048, 16, "4k+2m"], [1024, 8, "1g"]],
     }
 
 
@@ -105,15 +113,16 @@ def qemu(build, plugin_args, *extra):
 
 def test_qemu_loads_plugin_and_writes_params_and_total(build, tmp_path):
     out = tmp_path / "tlb.jsonl"
-    p = qemu(build, f"root=0x2000,levels=4,l1d_4k=64:4,out={out}",
+    p = qemu(build, f"root=0x2000,levels=4,l1d_4k=96:6,out={out}",
              "-object", "memory-backend-memfd,id=ram0,size=128M,share=on",
              "-machine", "pc,memory-backend=ram0")
     assert p.returncode == 0, p.stderr
     recs = [json.loads(ln) for ln in out.read_text().splitlines()]
     assert [r["type"] for r in recs] == ["params", "total"]
     params, total = recs
-    assert params["core"] == "custom"
-    assert params["tlb"]["l1d"]["4k"] == [64, 4]
+    assert params["format"] == 2
+    assert params["core"] == "custom" and params["base"] == "goldencove"
+    assert params["tlb"]["l1d"][0] == [96, 6, "4k"]
     assert params["root"] == "0x2000"
     assert params["marker"] == "0x6b61626c0000"
     # the direct-map region counted apart: 64 TiB from page_offset (4 levels)
@@ -123,9 +132,26 @@ def test_qemu_loads_plugin_and_writes_params_and_total(build, tmp_path):
     assert total["runs"] == 0
 
 
+@pytest.mark.parametrize("args,core,base,l2", [
+    # a named core, wherever its key stands
+    ("l1d_4k=64:4,core=legacy", "custom", "legacy", [[2048, 16, "4k+2m"], [1024, 8, "1g"]]),
+    ("core=legacy", "legacy", "legacy", [[2048, 16, "4k+2m"], [1024, 8, "1g"]]),
+    # the whole STLB in one key
+    ("l2=512:4:4k2m1g", "custom", "goldencove", [[512, 4, "4k+2m+1g"]]),
+])
+def test_qemu_loads_named_core_and_level(build, tmp_path, args, core, base, l2):
+    out = tmp_path / "tlb.jsonl"
+    p = qemu(build, f"root=none,{args},out={out}")
+    assert p.returncode == 0, p.stderr
+    params = json.loads(out.read_text().splitlines()[0])
+    assert (params["core"], params["base"], params["tlb"]["l2"]) == (core, base, l2)
+
+
 @pytest.mark.parametrize("args,message", [
     ("out=/dev/null", "root=<phys of init_top_pgt>"),
-    ("root=none,l1d_4k=7:2", "l1d_4k: entries must be a multiple"),
+    ("root=none,l1d_4k=7:2", "l1d 4k array: entries (7) must be a multiple of ways (2)"),
+    ("root=none,core=skylake", "unknown core 'skylake'"),
+    ("root=none,l2=1024:8:4k8k", "bad argument 'l2=1024:8:4k8k'"),
     ("root=none,l9_4k=1:1", "bad argument 'l9_4k=1:1'"),
     ("root=none,levels=3", "bad argument 'levels=3'"),
     ("root=none,marker=0x1234", "bad argument 'marker=0x1234'"),

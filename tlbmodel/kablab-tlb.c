@@ -327,6 +327,8 @@ static int parse_arg(struct args *a, const char *arg)
 	else if (!strcmp(key, "page_offset"))
 		return parse_u64(val, &a->page_offset) ? -1 :
 		       (a->have_page_offset = true, 0);
+	else if (!strcmp(key, "core"))
+		return 0;	/* applied first, see qemu_plugin_install() */
 	else if (!strcmp(key, "marker"))
 		return parse_u64(val, &a->marker) || a->marker % 4096 ||
 		       a->marker >> 47 ? -1 : 0;
@@ -338,8 +340,8 @@ static int parse_arg(struct args *a, const char *arg)
 static void emit_params(const struct args *a, unsigned int ncpu)
 {
 	fprintf(g.out, "{\"type\":\"params\",\"plugin\":\"kablab-tlb\","
-		"\"format\":1,\"core\":\"%s\",\"tlb\":",
-		a->cfg.custom ? "custom" : "goldencove");
+		"\"format\":2,\"core\":\"%s\",\"base\":\"%s\",\"tlb\":",
+		a->cfg.custom ? "custom" : a->cfg.core, a->cfg.core);
 	tlbm_config_json(&a->cfg, g.out);
 	fprintf(g.out, ",\"levels\":%d,\"root\":", a->levels);
 	if (a->have_root)
@@ -393,6 +395,14 @@ KABLAB_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id,
 		fprintf(stderr, "kablab-tlb: needs qemu-system-x86_64\n");
 		return -1;
 	}
+	/* a named core first, whatever its place: the other keys edit it */
+	for (int i = 0; i < argc; i++)
+		if (!strncmp(argv[i], "core=", 5) &&
+		    tlbm_config_core(&a.cfg, argv[i] + 5)) {
+			fprintf(stderr, "kablab-tlb: unknown core '%s' "
+				"(goldencove, legacy)\n", argv[i] + 5);
+			return -1;
+		}
 	for (int i = 0; i < argc; i++) {
 		root_given |= !strncmp(argv[i], "root=", 5);
 		if (parse_arg(&a, argv[i])) {

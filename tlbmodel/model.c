@@ -21,34 +21,30 @@ const char *const tlbm_event_name[TLBM_NEV] = {
 	"walk_read_errors",
 };
 
-static int tlb_init(struct tlbm_tlb *t, const struct tlbm_array_cfg *cfg)
+static int tlb_init(struct tlbm_tlb *t, const struct tlbm_level_cfg *cfg)
 {
 	memset(t, 0, sizeof(*t));
-	for (int s = 0; s < TLBM_NPSIZE; s++) {
-		const struct tlbm_array_cfg *a = &cfg[s];
+	t->narr = cfg->narr;
+	for (int i = 0; i < cfg->narr; i++) {
+		struct tlbm_array *a = &t->arr[i];
 
-		t->home[s] = a->share >= 0 ? a->share : a->entries ? s : -1;
-	}
-	for (int s = 0; s < TLBM_NPSIZE; s++) {
-		struct tlbm_array *a = &t->arr[s];
-
-		if (t->home[s] >= 0)
-			t->arr[t->home[s]].sizes |= 1u << s;
-		if (cfg[s].share >= 0 || !cfg[s].entries)
-			continue;
-		a->ways = cfg[s].ways;
-		a->sets = cfg[s].entries / cfg[s].ways;
-		a->e = calloc(cfg[s].entries, sizeof(*a->e));
+		a->ways = cfg->a[i].ways;
+		a->sets = cfg->a[i].entries / cfg->a[i].ways;
+		a->sizes = cfg->a[i].sizes;
+		a->e = calloc(cfg->a[i].entries, sizeof(*a->e));
 		if (!a->e)
 			return -1;
+		for (int s = 0; s < TLBM_NPSIZE; s++)
+			if (a->sizes & (1u << s))
+				t->home[s][t->nhome[s]++] = (uint8_t)i;
 	}
 	return 0;
 }
 
 static void tlb_fini(struct tlbm_tlb *t)
 {
-	for (int s = 0; s < TLBM_NPSIZE; s++)
-		free(t->arr[s].e);
+	for (int i = 0; i < t->narr; i++)
+		free(t->arr[i].e);
 }
 
 static struct tlbm_entry *set_of(struct tlbm_array *a, uint64_t vpn)
@@ -69,15 +65,14 @@ static struct tlbm_entry *probe(struct tlbm_array *a, int s, uint64_t vpn)
 /* The entry that translates va at this level, whatever its size; LRU untouched. */
 static struct tlbm_entry *tlb_find(struct tlbm_tlb *t, uint64_t va)
 {
-	for (int s = 0; s < TLBM_NPSIZE; s++) {
-		struct tlbm_entry *e;
+	for (int s = 0; s < TLBM_NPSIZE; s++)
+		for (int h = 0; h < t->nhome[s]; h++) {
+			struct tlbm_entry *e = probe(&t->arr[t->home[s][h]], s,
+						     va >> psize_shift[s]);
 
-		if (t->home[s] < 0)
-			continue;
-		e = probe(&t->arr[t->home[s]], s, va >> psize_shift[s]);
-		if (e)
-			return e;
-	}
+			if (e)
+				return e;
+		}
 	return NULL;
 }
 
@@ -90,15 +85,26 @@ static struct tlbm_entry *tlb_lookup(struct tlbm_tlb *t, uint64_t va)
 	return e;
 }
 
-static struct tlbm_entry *victim(struct tlbm_array *a, uint64_t vpn)
+/*
+ * Where an entry of size s goes: an invalid way of one of the sets it may
+ * use (in array order), else the least recently used of them all. With
+ * one array per size that is plain per-set LRU; for Golden Cove's 4k STLB
+ * entries it is LRU over the 16 ways of the two arrays' sets.
+ */
+static struct tlbm_entry *victim(struct tlbm_tlb *t, int s, uint64_t vpn)
 {
-	struct tlbm_entry *e = set_of(a, vpn), *v = &e[0];
+	struct tlbm_entry *v = NULL;
 
-	for (uint32_t w = 0; w < a->ways; w++) {
-		if (!e[w].valid)
-			return &e[w];
-		if (e[w].stamp < v->stamp)
-			v = &e[w];
+	for (int h = 0; h < t->nhome[s]; h++) {
+		struct tlbm_array *a = &t->arr[t->home[s][h]];
+		struct tlbm_entry *e = set_of(a, vpn);
+
+		for (uint32_t w = 0; w < a->ways; w++) {
+			if (!e[w].valid)
+				return &e[w];
+			if (!v || e[w].stamp < v->stamp)
+				v = &e[w];
+		}
 	}
 	return v;
 }
@@ -110,12 +116,12 @@ static void tlb_fill(struct tlbm_tlb *t, uint64_t va, int psize, bool global)
 	struct tlbm_entry *e;
 	uint64_t vpn;
 
-	while (s >= 0 && t->home[s] < 0)
+	while (s >= 0 && !t->nhome[s])
 		s--;
 	if (s < 0)
 		return;
 	vpn = va >> psize_shift[s];
-	e = victim(&t->arr[t->home[s]], vpn);
+	e = victim(t, s, vpn);
 	*e = (struct tlbm_entry){ .vpn = vpn, .stamp = ++t->clock, .valid = 1,
 				  .global = global, .esize = (uint8_t)s,
 				  .psize = (uint8_t)psize };
@@ -123,7 +129,7 @@ static void tlb_fill(struct tlbm_tlb *t, uint64_t va, int psize, bool global)
 
 static void tlb_flush(struct tlbm_tlb *t, bool keep_global)
 {
-	for (int i = 0; i < TLBM_NPSIZE; i++) {
+	for (int i = 0; i < t->narr; i++) {
 		struct tlbm_array *a = &t->arr[i];
 
 		for (size_t k = 0; k < (size_t)a->sets * a->ways; k++)
@@ -157,8 +163,8 @@ static void inval_vpns(struct tlbm_array *a, int s, uint64_t v0, uint64_t v1)
 static void tlb_inval(struct tlbm_tlb *t, uint64_t first, uint64_t last)
 {
 	for (int s = 0; s < TLBM_NPSIZE; s++)
-		if (t->home[s] >= 0)
-			inval_vpns(&t->arr[t->home[s]], s,
+		for (int h = 0; h < t->nhome[s]; h++)
+			inval_vpns(&t->arr[t->home[s][h]], s,
 				   first >> psize_shift[s],
 				   last >> psize_shift[s]);
 }
@@ -180,7 +186,7 @@ int tlbm_init(struct tlbm *m, const struct tlbm_config *cfg,
 	m->ncpu = ncpu;
 	for (unsigned int c = 0; c < ncpu; c++)
 		for (int lv = 0; lv < TLBM_NLEVEL; lv++)
-			if (tlb_init(&m->cpu[c].tlb[lv], cfg->a[lv]))
+			if (tlb_init(&m->cpu[c].tlb[lv], &cfg->lv[lv]))
 				return -1;
 	return 0;
 }

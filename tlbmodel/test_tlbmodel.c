@@ -86,9 +86,6 @@ static void build_tables(void)
 static void cfg_none(struct tlbm_config *c)
 {
 	memset(c, 0, sizeof(*c));
-	for (int lv = 0; lv < TLBM_NLEVEL; lv++)
-		for (int s = 0; s < TLBM_NPSIZE; s++)
-			c->a[lv][s].share = -1;
 }
 
 static void set(struct tlbm_config *c, const char *k, const char *v)
@@ -515,6 +512,62 @@ static void test_walk_faults_counted(void)
 	CHECK_EQ(m->st.insns[TLBM_USER], 3);
 }
 
+/*
+ * D1: Golden Cove's STLB (CPUID leaf 0x18 sub-leaves 7 and 8) is two
+ * 1024-entry 8-way arrays, {4k, 2M} and {4k, 1G}: 128 sets each. 1536 2M
+ * pages (PDPT[3..5] -> PD pages 7..9, 512 2M leaves each) cycled twice put
+ * 12 pages in each set of the 2M array's 8 ways, so LRU misses every time:
+ * 3072 walks. The legacy geometry (2048 x 16-way shared by 4k and 2M) holds
+ * all of them after the first round: 1536. 4k pages may use both arrays,
+ * 16 ways per set index: 2048 user pages cycled twice walk 2048 times,
+ * 2304 (18 per set) walk on every access, 4608.
+ */
+static void map_1536_2m(void)
+{
+	for (int p = 0; p < 3; p++) {
+		pte(2, 3 + p, (uint64_t)(7 + p) << 12 | P);
+		for (int i = 0; i < 512; i++)
+			pte(7 + p, i, (uint64_t)(p * 512 + i) * MB2 | P | PS | G);
+	}
+}
+
+static uint64_t walks_all(struct tlbm *m, uint64_t va, enum tlbm_psize s)
+{
+	return cnt(m, va, TLBM_DATA, s)->walks;
+}
+
+static void test_stlb_golden_cove(void)
+{
+	struct tlbm_config c;
+	struct tlbm *m;
+
+	tlbm_config_default(&c);
+	m = model(&c, 1);
+	map_1536_2m();
+	for (int r = 0; r < 2; r++)
+		for (uint64_t i = 0; i < 1536; i++)
+			tlbm_access(m, 0, K + 3 * GB1 + i * MB2, TLBM_DATA, 1);
+	CHECK_EQ(cnt(m, K, TLBM_DATA, TLBM_2M)->acc, 3072);
+	CHECK_EQ(walks_all(m, K, TLBM_2M), 3072);
+
+	tlbm_config_core(&c, "legacy");
+	m = model(&c, 1);
+	map_1536_2m();
+	for (int r = 0; r < 2; r++)
+		for (uint64_t i = 0; i < 1536; i++)
+			tlbm_access(m, 0, K + 3 * GB1 + i * MB2, TLBM_DATA, 1);
+	CHECK_EQ(walks_all(m, K, TLBM_2M), 1536);
+
+	for (uint64_t n = 2048; n <= 2304; n += 256) {
+		tlbm_config_default(&c);
+		m = model(&c, 1);
+		for (int r = 0; r < 2; r++)
+			for (uint64_t i = 1; i <= n; i++)
+				tlbm_access(m, 0, i << 12, TLBM_DATA, 1);
+		CHECK_EQ(walks_all(m, 0, TLBM_4K), n == 2048 ? 2048 : 4608);
+	}
+}
+
 static void test_decode(void)
 {
 	static const struct {
@@ -543,35 +596,78 @@ static void test_decode(void)
 			CHECK_EQ(i, 1000);	/* reports the failing row */
 }
 
+/* The array of level lv that holds exactly the sizes in mask, or NULL. */
+static const struct tlbm_array_cfg *arr(const struct tlbm_config *c, int lv,
+					unsigned int mask)
+{
+	for (int i = 0; i < c->lv[lv].narr; i++)
+		if (c->lv[lv].a[i].sizes == mask)
+			return &c->lv[lv].a[i];
+	return NULL;
+}
+
+#define M4K (1u << TLBM_4K)
+#define M2M (1u << TLBM_2M)
+#define M1G (1u << TLBM_1G)
+
 static void test_config(void)
 {
-	struct tlbm_config c;
+	struct tlbm_config c, d;
 	char err[128];
 
 	tlbm_config_default(&c);
 	CHECK(!tlbm_config_check(&c, err, sizeof(err)));
-	CHECK(!c.custom);
-	CHECK(!tlbm_config_set(&c, "l1d_4k", "64:4"));
-	CHECK_EQ(c.a[TLBM_L1D][TLBM_4K].entries, 64);
-	CHECK_EQ(c.a[TLBM_L1D][TLBM_4K].ways, 4);
+	CHECK(!c.custom && !strcmp(c.core, "goldencove"));
+	CHECK_EQ(c.lv[TLBM_L2].narr, 2);
+	CHECK(arr(&c, TLBM_L2, M4K | M2M) && arr(&c, TLBM_L2, M4K | M1G));
+	/* one size: its own array */
+	CHECK(!tlbm_config_set(&c, "l1d_4k", "96:6"));
+	CHECK(arr(&c, TLBM_L1D, M4K) && arr(&c, TLBM_L1D, M4K)->entries == 96 &&
+	      arr(&c, TLBM_L1D, M4K)->ways == 6);
 	CHECK(c.custom);
-	CHECK(!tlbm_config_set(&c, "l2_1g", "0"));
-	CHECK_EQ(c.a[TLBM_L2][TLBM_1G].entries, 0);
+	/* a size out of both STLB arrays: they keep the others */
+	CHECK(!tlbm_config_set(&c, "l2_4k", "0"));
+	CHECK(arr(&c, TLBM_L2, M2M) && arr(&c, TLBM_L2, M1G));
+	/* a size into the arrays of another (share) */
+	CHECK(!tlbm_config_set(&c, "l2_4k", "2m"));
+	CHECK(arr(&c, TLBM_L2, M4K | M2M) && arr(&c, TLBM_L2, M1G));
+	CHECK(tlbm_config_set(&c, "l2_4k", "4k"));
+	CHECK(tlbm_config_set(&c, "l1i_2m", "1g"));	/* no 1g array there */
 	CHECK(tlbm_config_set(&c, "l3_4k", "1:1"));
 	CHECK(tlbm_config_set(&c, "l1d_8k", "1:1"));
 	CHECK(tlbm_config_set(&c, "l1d_4k", "64"));
 	CHECK(tlbm_config_set(&c, "l1d_4k", "64:x"));
 	CHECK(tlbm_config_set(&c, "l1d_4k", ""));
+	CHECK(!tlbm_config_check(&c, err, sizeof(err)));
 	CHECK(!tlbm_config_set(&c, "l1d_4k", "65:4"));
 	CHECK(tlbm_config_check(&c, err, sizeof(err)));
+	CHECK(strstr(err, "l1d 4k array: entries (65)") != NULL);
+
+	/* a whole level: the legacy STLB, written out */
 	tlbm_config_default(&c);
-	CHECK(!tlbm_config_set(&c, "l1d_2m", "1g"));	/* share a real one */
-	CHECK(!tlbm_config_check(&c, err, sizeof(err)));
-	CHECK(!tlbm_config_set(&c, "l1d_1g", "2m"));	/* circular */
-	CHECK(tlbm_config_check(&c, err, sizeof(err)));
+	CHECK(!tlbm_config_set(&c, "l2", "2048:16:4k2m:1024:8:1g"));
+	CHECK(!tlbm_config_set(&c, "l1d_4k", "96:6"));
+	CHECK(!tlbm_config_core(&d, "legacy"));
+	CHECK(!memcmp(c.lv, d.lv, sizeof(c.lv)));
+	CHECK(!tlbm_config_set(&c, "l2", "1024:8:4k2m:1024:8:4k1g"));
+	tlbm_config_default(&d);
+	CHECK(!memcmp(c.lv[TLBM_L2].a, d.lv[TLBM_L2].a,
+		      sizeof(c.lv[TLBM_L2].a)));
+	CHECK(!tlbm_config_set(&c, "l2", "0"));
+	CHECK_EQ(c.lv[TLBM_L2].narr, 0);
+	CHECK(tlbm_config_set(&c, "l2", "1024:8"));
+	CHECK(tlbm_config_set(&c, "l2", "1024:8:4k4k"));
+	CHECK(tlbm_config_set(&c, "l2", "1024:8:8k"));
+	CHECK(tlbm_config_set(&c, "l2", "1024:8:4k:"));
+	CHECK(tlbm_config_set(&c, "l2", "1:1:4k:1:1:4k:1:1:4k:1:1:4k:1:1:4k"));
+	CHECK(tlbm_config_core(&c, "skylake"));
 
 	tlbm_config_default(&c);
 	printf("json config ");
+	tlbm_config_json(&c, stdout);
+	printf("\n");
+	tlbm_config_core(&c, "legacy");
+	printf("json config_legacy ");
 	tlbm_config_json(&c, stdout);
 	printf("\n");
 }
@@ -704,6 +800,7 @@ static const struct {
 	{ "split_store", test_split_store },
 	{ "invlpg", test_invlpg },
 	{ "walk_faults_counted", test_walk_faults_counted },
+	{ "stlb_golden_cove", test_stlb_golden_cove },
 	{ "decode", test_decode },
 	{ "config", test_config },
 	{ "watch_table", test_watch_table },

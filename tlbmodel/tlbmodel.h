@@ -41,7 +41,7 @@ enum tlbm_event {
 	TLBM_EV_INVLPG,		/* invlpg executed (counted, see README) */
 	TLBM_EV_INVPCID,	/* invpcid executed */
 	TLBM_EV_PT_STORE,	/* stores to watched page-table pages */
-	TLBM_EV_PT_INVAL,	/* ... that invalidated a derived range */
+	TLBM_EV_PT_INVAL,	/* ... to an entry translations came from */
 	TLBM_EV_ALIAS_FLUSH,	/* ... to a page reached two ways: full flush */
 	TLBM_EV_WALK_FAULT,	/* kernel walks that found no mapping */
 	TLBM_EV_WALK_ERROR,	/* kernel walks that could not read memory */
@@ -53,24 +53,35 @@ extern const char *const tlbm_level_name[TLBM_NLEVEL];
 extern const char *const tlbm_event_name[TLBM_NEV];
 
 /*
- * One array of a level. entries == 0 and share < 0: this level does not
- * cache the size, translations of it are splintered into the largest
- * smaller size the level has (as both Intel and AMD do for 1G pages in
- * some structures). share >= 0: entries of this size live in the array of
- * size 'share' (entries/ways are then unused).
+ * One array of a level: entries / ways sets, holding the page sizes in
+ * 'sizes' (a bitmask of 1 << enum tlbm_psize). A size may live in several
+ * arrays of a level (Golden Cove's STLB keeps 4k entries in both of its
+ * arrays): it is looked up in each, and a fill takes the least recently
+ * used way among all the sets it may go to. A size no array of a level
+ * holds is splintered there into the largest smaller size that level has
+ * (as both Intel and AMD do for 1G pages in some structures).
  */
+#define TLBM_MAXARR 4
+
 struct tlbm_array_cfg {
 	uint32_t entries;
 	uint32_t ways;
-	int8_t share;
+	uint8_t sizes;
+};
+
+struct tlbm_level_cfg {
+	uint8_t narr;
+	struct tlbm_array_cfg a[TLBM_MAXARR];
 };
 
 struct tlbm_config {
-	struct tlbm_array_cfg a[TLBM_NLEVEL][TLBM_NPSIZE];
-	bool custom;		/* overridden from the default core */
+	struct tlbm_level_cfg lv[TLBM_NLEVEL];
+	const char *core;	/* the named parameter set it started from */
+	bool custom;		/* overridden since */
 };
 
 void tlbm_config_default(struct tlbm_config *c);
+int tlbm_config_core(struct tlbm_config *c, const char *name);
 int tlbm_config_set(struct tlbm_config *c, const char *key, const char *val);
 int tlbm_config_check(const struct tlbm_config *c, char *err, size_t n);
 void tlbm_config_json(const struct tlbm_config *c, FILE *f);
@@ -115,8 +126,10 @@ struct tlbm_array {
 };
 
 struct tlbm_tlb {
-	struct tlbm_array arr[TLBM_NPSIZE];
-	int8_t home[TLBM_NPSIZE];	/* array for entries of a size, or -1 */
+	struct tlbm_array arr[TLBM_MAXARR];
+	uint8_t narr;
+	uint8_t nhome[TLBM_NPSIZE];	/* arrays that hold a size */
+	uint8_t home[TLBM_NPSIZE][TLBM_MAXARR];
 	uint64_t clock;
 };
 

@@ -83,19 +83,28 @@ def runs_by_id(recs: Iterable[dict[str, Any]]) -> dict[int, dict[str, Any]]:
 
 def params_label(params: dict[str, Any], icount: str | None = None) -> str:
     """"modelled: QEMU TCG[ -icount ...], <parameters>" -- short enough for a
-    table caption."""
+    table caption. Format 2 records list each level's arrays as [entries,
+    ways, "sizes"]; format 1 records map each size to [entries, ways] or to
+    the size whose array it shares."""
     core = params.get("core", "?")
+    if core == "custom" and params.get("base"):
+        core = f"custom from {params['base']}"
     tlb = params.get("tlb", {})
     parts = []
     for level in ("l1d", "l1i", "l2"):
-        sizes = tlb.get(level, {})
+        arrays = tlb.get(level, {})
         cells = []
-        for s in SIZES:
-            v = sizes.get(s)
-            if isinstance(v, list) and len(v) == 2:
-                cells.append(f"{s} {v[0]}x{v[1]}w" if v[0] != v[1] else f"{s} {v[0]} fa")
-            elif isinstance(v, str):
-                cells.append(f"{s} in {v}")
+        if isinstance(arrays, list):
+            for a in arrays:
+                if isinstance(a, list) and len(a) == 3:
+                    cells.append(f"{a[2]} {a[0]}x{a[1]}w" if a[0] != a[1] else f"{a[2]} {a[0]} fa")
+        else:
+            for s in SIZES:
+                v = arrays.get(s)
+                if isinstance(v, list) and len(v) == 2:
+                    cells.append(f"{s} {v[0]}x{v[1]}w" if v[0] != v[1] else f"{s} {v[0]} fa")
+                elif isinstance(v, str):
+                    cells.append(f"{s} in {v}")
         if cells:
             parts.append(f"{level} " + "/".join(cells))
     tcg = f"QEMU TCG -icount {icount}" if icount else "QEMU TCG"
