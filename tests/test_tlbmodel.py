@@ -20,7 +20,8 @@ CASES = [
     "walk_4k_2m_1g", "walk_absent_and_errors", "walk_5level", "lru_order",
     "set_assoc_eviction", "capacity_per_size", "stlb", "splinter_1g",
     "shared_array", "global_survives_cr3", "split_store", "invlpg",
-    "walk_faults_counted", "stlb_golden_cove", "decode", "config",
+    "walk_faults_counted", "stlb_golden_cove", "not_present_not_cached",
+    "decode", "config",
     "watch_table", "watch_alias", "direct_map_apart", "stats_json",
 ]
 

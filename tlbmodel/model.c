@@ -224,29 +224,38 @@ static void watch_walk(struct tlbm *m, uint64_t va, const struct tlbm_walk *w)
 			       table_base(va, w->t[i].level), w->t[i].idx);
 }
 
-/* Kernel: the guest's tables from the kernel root. User: 4k, see README. */
-static void translate(struct tlbm *m, uint64_t va, int *psize, bool *global)
+/*
+ * Kernel: the guest's tables from the kernel root. User: 4k, see README.
+ * Returns whether the TLB may keep the translation: the processor caches
+ * no translation whose walk met a not-present entry (Intel SDM vol. 3A,
+ * 4.10.2 "Translation Lookaside Buffers"), so the next access walks again;
+ * nor does the model keep one whose tables it could not read.
+ */
+static bool translate(struct tlbm *m, uint64_t va, int *psize, bool *global)
 {
 	struct tlbm_walk w;
 
 	*psize = TLBM_4K;
 	*global = false;
 	if (tlbm_mode_of(va) == TLBM_USER)
-		return;
-	if (!m->have_root) {
+		return true;
+	if (!m->have_root) {	/* root=none: every kernel page is 4k */
 		m->st.ev[TLBM_EV_WALK_FAULT]++;
-		return;
+		return true;
 	}
 	tlbm_walk(m->read, m->read_ctx, m->kroot, m->levels, va, &w);
 	watch_walk(m, va, &w);
 	if (w.read_error) {
 		m->st.ev[TLBM_EV_WALK_ERROR]++;
-	} else if (!w.present) {
-		m->st.ev[TLBM_EV_WALK_FAULT]++;
-	} else {
-		*psize = w.psize;
-		*global = w.global;
+		return false;
 	}
+	if (!w.present) {
+		m->st.ev[TLBM_EV_WALK_FAULT]++;
+		return false;
+	}
+	*psize = w.psize;
+	*global = w.global;
+	return true;
 }
 
 static void count(struct tlbm_counts *c, int psize, uint64_t n,
@@ -277,12 +286,14 @@ void tlbm_access(struct tlbm *m, unsigned int cpu, uint64_t va,
 		if (e) {
 			psize = e->psize;
 			global = e->global;
+			tlb_fill(l1, va, psize, global);
 		} else {
-			translate(m, va, &psize, &global);
-			tlb_fill(&c->tlb[TLBM_L2], va, psize, global);
 			walked = true;
+			if (translate(m, va, &psize, &global)) {
+				tlb_fill(&c->tlb[TLBM_L2], va, psize, global);
+				tlb_fill(l1, va, psize, global);
+			}
 		}
-		tlb_fill(l1, va, psize, global);
 	}
 	count(m->st.c[tlbm_mode_of(va)][kind], psize, n, l1_miss, walked);
 	if (kind == TLBM_DATA && va - m->dmap_base < m->dmap_size)

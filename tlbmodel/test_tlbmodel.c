@@ -568,6 +568,34 @@ static void test_stlb_golden_cove(void)
 	}
 }
 
+/*
+ * D3: the walk of an unmapped kernel address (PD[4] not present) is not
+ * cached: a second access walks again. Two walks, two walk faults, nothing
+ * left in the L1 or the STLB.
+ */
+static void test_not_present_not_cached(void)
+{
+	struct tlbm_config c;
+	struct tlbm *m;
+
+	tlbm_config_default(&c);
+	m = model(&c, 1);
+	tlbm_access(m, 0, K + 4 * MB2, TLBM_DATA, 1);
+	tlbm_access(m, 0, K + 4 * MB2 + 8, TLBM_DATA, 1);
+	CHECK_EQ(m->st.ev[TLBM_EV_WALK_FAULT], 2);
+	CHECK_EQ(cnt(m, K, TLBM_DATA, TLBM_4K)->walks, 2);
+	CHECK_EQ(cnt(m, K, TLBM_DATA, TLBM_4K)->l1_miss, 2);
+	CHECK(!tlbm_present(m, 0, TLBM_L1D, K + 4 * MB2, NULL));
+	CHECK(!tlbm_present(m, 0, TLBM_L2, K + 4 * MB2, NULL));
+	/* the guest maps it: the next access walks to the new entry */
+	pte(3, 4, 4 * MB2 | P | PS | G);
+	tlbm_store(m, 0x3000 + 8 * 4, 8);
+	tlbm_access(m, 0, K + 4 * MB2, TLBM_DATA, 1);
+	tlbm_access(m, 0, K + 4 * MB2 + 8, TLBM_DATA, 1);
+	CHECK_EQ(walks_all(m, K, TLBM_2M), 1);
+	CHECK_EQ(m->st.ev[TLBM_EV_WALK_FAULT], 2);
+}
+
 static void test_decode(void)
 {
 	static const struct {
@@ -801,6 +829,7 @@ static const struct {
 	{ "invlpg", test_invlpg },
 	{ "walk_faults_counted", test_walk_faults_counted },
 	{ "stlb_golden_cove", test_stlb_golden_cove },
+	{ "not_present_not_cached", test_not_present_not_cached },
 	{ "decode", test_decode },
 	{ "config", test_config },
 	{ "watch_table", test_watch_table },
