@@ -318,7 +318,8 @@ static void inval_all_cpus(struct tlbm *m, uint64_t first, uint64_t last)
 			tlb_inval(&m->cpu[c].tlb[lv], first, last);
 }
 
-static void store_slot(struct tlbm *m, struct tlbm_watch_ent *w,
+/* Returns whether the tables below this slot must stop being watched. */
+static bool store_slot(struct tlbm *m, struct tlbm_watch_ent *w,
 		       unsigned int slot)
 {
 	uint64_t span = 1ull << (12 + 9 * (w->level - 1));
@@ -329,10 +330,11 @@ static void store_slot(struct tlbm *m, struct tlbm_watch_ent *w,
 		m->st.ev[TLBM_EV_ALIAS_FLUSH]++;
 		for (unsigned int c = 0; c < m->ncpu; c++)
 			flush_cpu(m, c, false);
-		return;
+		return false;
 	}
 	m->st.ev[TLBM_EV_PT_INVAL]++;
 	inval_all_cpus(m, first, first + span - 1);
+	return w->level > 1;
 }
 
 static bool watch_empty(const struct tlbm_watch_ent *w)
@@ -348,11 +350,14 @@ static bool watch_empty(const struct tlbm_watch_ent *w)
  * page-table page some cached translation was derived from, drop that
  * translation everywhere: the kernel always flushes after changing a
  * present entry, and the flush it uses (invlpg) is invisible to ABI v1.
+ * If the entry pointed to a lower table, that table has left the tree:
+ * stop watching it (and the tables below it).
  */
 void tlbm_store(struct tlbm *m, uint64_t pa, unsigned int len)
 {
-	uint64_t end = pa + (len ? len : 1) - 1;
+	uint64_t end = pa + (len ? len : 1) - 1, first = 1, last = 0;
 	struct tlbm_watch_ent *w;
+	int level;
 
 	if ((pa >> 12) != (end >> 12)) {	/* crosses a page */
 		tlbm_store(m, (end & ~0xfffull), (unsigned int)(end & 0xfff) + 1);
@@ -362,11 +367,26 @@ void tlbm_store(struct tlbm *m, uint64_t pa, unsigned int len)
 	if (!w)
 		return;
 	m->st.ev[TLBM_EV_PT_STORE]++;
-	for (unsigned int s = (pa & 0xfff) >> 3; s <= (end & 0xfff) >> 3; s++)
-		if (w->bits[s / 64] & (1ull << (s % 64)))
-			store_slot(m, w, s);
+	level = w->level;
+	for (unsigned int s = (pa & 0xfff) >> 3; s <= (end & 0xfff) >> 3; s++) {
+		uint64_t span = 1ull << (12 + 9 * (level - 1));
+
+		if (!(w->bits[s / 64] & (1ull << (s % 64))) ||
+		    !store_slot(m, w, s))
+			continue;
+		if (first > last)
+			first = w->base + s * span;
+		last = w->base + (s + 1) * span - 1;
+	}
 	if (watch_empty(w))
 		tlbm_watch_del(&m->watch, w);
+	/*
+	 * A table under a used slot was reached through it, so it sets that
+	 * slot's bit: the slots between the first and last stored one with a
+	 * bit have none below them that is still watched.
+	 */
+	if (first <= last)	/* moves entries: after the last use of w */
+		tlbm_watch_drop(&m->watch, level, first, last);
 }
 
 void tlbm_flush_insn(struct tlbm *m, unsigned int cpu, enum tlbm_flush f)

@@ -596,6 +596,51 @@ static void test_not_present_not_cached(void)
 	CHECK_EQ(m->st.ev[TLBM_EV_WALK_FAULT], 2);
 }
 
+/*
+ * D4: the kernel unlinks the PTE table of PD[0] (page 4) and frees it.
+ * Its watch entry must go with the PD store: reused as data, a store to it
+ * is no page-table store; reused as the PTE table of PD[1] (a split at
+ * another base), it is a fresh table, not one reached two ways, and a store
+ * to one of its entries drops one page, not everything on every vCPU.
+ */
+static void test_freed_table_unwatched(void)
+{
+	struct tlbm_config c;
+	struct tlbm *m;
+	uint64_t a = K + MB2 + 0x5000, g2 = K + 2 * MB2;
+
+	tlbm_config_default(&c);
+	m = model(&c, 2);
+	tlbm_access(m, 0, K + 0x101000, TLBM_DATA, 1);	/* through PT page 4 */
+	tlbm_access(m, 1, g2, TLBM_DATA, 1);		/* cpu 1: global 2M */
+	CHECK(tlbm_watch_find(&m->watch, 4) != NULL);
+	pte(3, 0, 0);					/* unlink */
+	tlbm_store(m, 0x3000, 8);
+	CHECK(tlbm_watch_find(&m->watch, 4) == NULL);
+	CHECK(!tlbm_present(m, 0, TLBM_L1D, K + 0x101000, NULL));
+	tlbm_store(m, 0x4000 + 8 * 0x101, 8);		/* page 4 as data */
+	CHECK_EQ(m->st.ev[TLBM_EV_PT_STORE], 1);	/* the PD store only */
+
+	for (int i = 0; i < 512; i++)			/* page 4 reused */
+		pte(4, i, (MB2 + i * 0x1000ull) | P | G);
+	pte(3, 1, 0x4000 | P);
+	tlbm_store(m, 0x3000 + 8 * 1, 8);
+	tlbm_access(m, 0, a, TLBM_DATA, 1);
+	tlbm_access(m, 0, a + 0x1000, TLBM_DATA, 1);
+	CHECK(!tlbm_watch_find(&m->watch, 4)->alias);
+	tlbm_store(m, 0x4000 + 8 * 5, 8);		/* one PTE of it */
+	CHECK_EQ(m->st.ev[TLBM_EV_ALIAS_FLUSH], 0);
+	CHECK(!tlbm_present(m, 0, TLBM_L1D, a, NULL));
+	CHECK(tlbm_present(m, 0, TLBM_L1D, a + 0x1000, NULL));
+	CHECK(tlbm_present(m, 1, TLBM_L1D, g2, NULL));
+
+	/* unlinking a PD (PDPT[0]) drops the PD and the tables below it */
+	CHECK(tlbm_watch_find(&m->watch, 3) && tlbm_watch_find(&m->watch, 4));
+	tlbm_store(m, 0x2000, 8);
+	CHECK(!tlbm_watch_find(&m->watch, 3) && !tlbm_watch_find(&m->watch, 4));
+	CHECK(tlbm_watch_find(&m->watch, 1) != NULL);	/* the PML4 stays */
+}
+
 static void test_decode(void)
 {
 	static const struct {
@@ -830,6 +875,7 @@ static const struct {
 	{ "walk_faults_counted", test_walk_faults_counted },
 	{ "stlb_golden_cove", test_stlb_golden_cove },
 	{ "not_present_not_cached", test_not_present_not_cached },
+	{ "freed_table_unwatched", test_freed_table_unwatched },
 	{ "decode", test_decode },
 	{ "config", test_config },
 	{ "watch_table", test_watch_table },

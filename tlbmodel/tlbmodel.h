@@ -175,6 +175,8 @@ struct tlbm_watch_ent *tlbm_watch_find(struct tlbm_watch *w, uint64_t pfn);
 int tlbm_watch_add(struct tlbm_watch *w, uint64_t pfn, int level,
 		   uint64_t base, unsigned int idx);
 void tlbm_watch_del(struct tlbm_watch *w, struct tlbm_watch_ent *e);
+size_t tlbm_watch_drop(struct tlbm_watch *w, int below, uint64_t first,
+		       uint64_t last);
 
 struct tlbm_cpu {
 	struct tlbm_tlb tlb[TLBM_NLEVEL];

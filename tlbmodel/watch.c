@@ -105,3 +105,31 @@ void tlbm_watch_del(struct tlbm_watch *w, struct tlbm_watch_ent *e)
 	w->t[i].key = 0;
 	w->n--;
 }
+
+/*
+ * Stop watching the tables below level 'below' that map va in [first,
+ * last]: their parent entry was overwritten, so they are no longer part of
+ * the kernel's tables (freed, or about to be). Without this a freed table
+ * kept its bits: reused as data, its stores dropped translations; reused as
+ * a table elsewhere, it looked reached two ways and flushed everything.
+ * Returns how many were dropped.
+ */
+size_t tlbm_watch_drop(struct tlbm_watch *w, int below, uint64_t first,
+		       uint64_t last)
+{
+	size_t dropped = 0;
+
+	for (size_t i = 0; i < w->cap && w->n;) {
+		struct tlbm_watch_ent *e = &w->t[i];
+
+		if (e->key && e->level < below && !e->alias &&
+		    e->base >= first && e->base <= last) {
+			/* backward shift may move an unseen entry into i */
+			tlbm_watch_del(w, e);
+			dropped++;
+			continue;
+		}
+		i++;
+	}
+	return dropped;
+}
