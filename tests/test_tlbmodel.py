@@ -21,7 +21,7 @@ CASES = [
     "set_assoc_eviction", "capacity_per_size", "stlb", "splinter_1g",
     "shared_array", "global_survives_cr3", "split_store", "invlpg",
     "walk_faults_counted", "stlb_golden_cove", "not_present_not_cached",
-    "freed_table_unwatched", "decode", "config",
+    "freed_table_unwatched", "cr4_pair_and_alone", "decode", "config",
     "watch_table", "watch_alias", "direct_map_apart", "stats_json",
 ]
 
@@ -91,7 +91,7 @@ def test_counts_json(driver):
     assert s["user"]["insns"] == 0
     assert s["events"]["cr3_writes"] == 1
     assert set(s["events"]) == {
-        "cr3_writes", "cr4_writes", "invlpg", "invpcid", "pt_stores",
+        "cr3_writes", "cr4_writes", "cr4_global_flushes", "invlpg", "invpcid", "pt_stores",
         "pt_invalidations", "pt_alias_flushes", "walk_faults",
         "walk_read_errors"}
 

@@ -118,8 +118,8 @@ static void on_fetch(unsigned int vcpu, void *udata)
 	unpack_fetch(udata, &va, &n);
 	pthread_mutex_lock(&g.lock);
 	if (vcpu < g.m.ncpu) {
+		tlbm_insns(&g.m, vcpu, va, n);
 		tlbm_access(&g.m, vcpu, va, TLBM_INSN, n);
-		tlbm_insns(&g.m, va, n);
 	}
 	pthread_mutex_unlock(&g.lock);
 }
@@ -172,6 +172,7 @@ static void on_marker(unsigned int vcpu, qemu_plugin_meminfo_t info,
 	    (off != MARKER_START && off != MARKER_END))
 		return;
 	pthread_mutex_lock(&g.lock);
+	tlbm_settle(&g.m);	/* a held CR4 write is never part of a run's edge */
 	if (off == MARKER_START) {
 		id = marker_id(info, va);
 		if (g.in_run)
@@ -267,6 +268,7 @@ static void on_atexit(qemu_plugin_id_t id, void *udata)
 	(void)id;
 	(void)udata;
 	pthread_mutex_lock(&g.lock);
+	tlbm_settle(&g.m);
 	if (g.in_run)
 		warn("exit inside a run: its counts are in the total only");
 	if (!g.ram.state)	/* never needed: say whether it was there */

@@ -16,10 +16,13 @@
 static const int psize_shift[TLBM_NPSIZE] = { 12, 21, 30 };
 
 const char *const tlbm_event_name[TLBM_NEV] = {
-	"cr3_writes", "cr4_writes", "invlpg", "invpcid", "pt_stores",
-	"pt_invalidations", "pt_alias_flushes", "walk_faults",
+	"cr3_writes", "cr4_writes", "cr4_global_flushes", "invlpg", "invpcid",
+	"pt_stores", "pt_invalidations", "pt_alias_flushes", "walk_faults",
 	"walk_read_errors",
 };
+
+/* Flush kinds of queued CR4 writes, beside enum tlbm_flush */
+enum { CR4_HELD = 16, CR4_PAIR, CR4_ALONE };
 
 static int tlb_init(struct tlbm_tlb *t, const struct tlbm_level_cfg *cfg)
 {
@@ -208,6 +211,7 @@ void tlbm_fini(struct tlbm *m)
 			tlb_fini(&m->cpu[c].tlb[lv]);
 	free(m->cpu);
 	free(m->watch.t);
+	free(m->q);
 	memset(m, 0, sizeof(*m));
 }
 
@@ -270,8 +274,8 @@ static void count(struct tlbm_counts *c, int psize, uint64_t n,
  * n accesses to va's page in a row: one lookup, the n-1 others hit the
  * entry it left most recently used (they cannot change any LRU order).
  */
-void tlbm_access(struct tlbm *m, unsigned int cpu, uint64_t va,
-		 enum tlbm_kind kind, uint64_t n)
+static void do_access(struct tlbm *m, unsigned int cpu, uint64_t va,
+		      enum tlbm_kind kind, uint64_t n)
 {
 	struct tlbm_cpu *c = &m->cpu[cpu];
 	struct tlbm_tlb *l1 = &c->tlb[kind == TLBM_DATA ? TLBM_L1D : TLBM_L1I];
@@ -298,11 +302,6 @@ void tlbm_access(struct tlbm *m, unsigned int cpu, uint64_t va,
 	count(m->st.c[tlbm_mode_of(va)][kind], psize, n, l1_miss, walked);
 	if (kind == TLBM_DATA && va - m->dmap_base < m->dmap_size)
 		count(m->st.dmap, psize, n, l1_miss, walked);
-}
-
-void tlbm_insns(struct tlbm *m, uint64_t va, uint64_t n)
-{
-	m->st.insns[tlbm_mode_of(va)] += n;
 }
 
 static void flush_cpu(struct tlbm *m, unsigned int cpu, bool keep_global)
@@ -353,14 +352,14 @@ static bool watch_empty(const struct tlbm_watch_ent *w)
  * If the entry pointed to a lower table, that table has left the tree:
  * stop watching it (and the tables below it).
  */
-void tlbm_store(struct tlbm *m, uint64_t pa, unsigned int len)
+static void do_store(struct tlbm *m, uint64_t pa, unsigned int len)
 {
 	uint64_t end = pa + (len ? len : 1) - 1, first = 1, last = 0;
 	struct tlbm_watch_ent *w;
 	int level;
 
 	if ((pa >> 12) != (end >> 12)) {	/* crosses a page */
-		tlbm_store(m, (end & ~0xfffull), (unsigned int)(end & 0xfff) + 1);
+		do_store(m, (end & ~0xfffull), (unsigned int)(end & 0xfff) + 1);
 		end = pa | 0xfff;
 	}
 	w = tlbm_watch_find(&m->watch, pa >> 12);
@@ -389,16 +388,20 @@ void tlbm_store(struct tlbm *m, uint64_t pa, unsigned int len)
 		tlbm_watch_drop(&m->watch, level, first, last);
 }
 
-void tlbm_flush_insn(struct tlbm *m, unsigned int cpu, enum tlbm_flush f)
+static void do_flush(struct tlbm *m, unsigned int cpu, int f)
 {
 	switch (f) {
 	case TLBM_FLUSH_CR3:
 		m->st.ev[TLBM_EV_CR3]++;
 		flush_cpu(m, cpu, true);
 		break;
-	case TLBM_FLUSH_CR4:
+	case CR4_PAIR:
 		m->st.ev[TLBM_EV_CR4]++;
+		m->st.ev[TLBM_EV_CR4_GLOBAL]++;
 		flush_cpu(m, cpu, false);
+		break;
+	case CR4_ALONE:
+		m->st.ev[TLBM_EV_CR4]++;
 		break;
 	case TLBM_FLUSH_INVPCID:
 		m->st.ev[TLBM_EV_INVPCID]++;
@@ -407,15 +410,173 @@ void tlbm_flush_insn(struct tlbm *m, unsigned int cpu, enum tlbm_flush f)
 	case TLBM_FLUSH_INVLPG:
 		m->st.ev[TLBM_EV_INVLPG]++;
 		break;
-	case TLBM_FLUSH_NONE:
+	}
+}
+
+static void do_insns(struct tlbm *m, uint64_t va, uint64_t n)
+{
+	m->st.insns[tlbm_mode_of(va)] += n;
+}
+
+static void do_invlpg(struct tlbm *m, unsigned int cpu, uint64_t va)
+{
+	for (int lv = 0; lv < TLBM_NLEVEL; lv++)
+		tlb_inval(&m->cpu[cpu].tlb[lv], va, va);
+}
+
+static void apply(struct tlbm *m, const struct tlbm_qev *q)
+{
+	switch (q->type) {
+	case TLBM_Q_ACCESS:
+		do_access(m, q->cpu, q->a, (enum tlbm_kind)q->kind, q->n);
+		break;
+	case TLBM_Q_INSNS:
+		do_insns(m, q->a, q->n);
+		break;
+	case TLBM_Q_STORE:
+		do_store(m, q->a, q->len);
+		break;
+	case TLBM_Q_FLUSH:
+		do_flush(m, q->cpu, q->kind);
+		break;
+	case TLBM_Q_INVLPG:
+		do_invlpg(m, q->cpu, q->a);
 		break;
 	}
 }
 
+/* Apply queued events up to the first CR4 write still undecided. */
+static void replay(struct tlbm *m)
+{
+	while (m->qlen) {
+		struct tlbm_qev *q = &m->q[m->qhead];
+
+		if (q->type == TLBM_Q_FLUSH && q->kind == CR4_HELD)
+			return;
+		apply(m, q);
+		m->qhead++;
+		m->qlen--;
+	}
+	m->qhead = 0;
+}
+
+/* A new slot at the queue's tail, NULL when out of memory. */
+static struct tlbm_qev *push(struct tlbm *m)
+{
+	if (m->qhead + m->qlen == m->qcap) {
+		size_t cap = m->qcap ? 2 * m->qcap : 4096;
+		struct tlbm_qev *n = realloc(m->q, cap * sizeof(*n));
+
+		if (!n)
+			return NULL;
+		m->q = n;
+		m->qcap = cap;
+	}
+	return &m->q[m->qhead + m->qlen++];
+}
+
+/* Apply now, or queue behind a CR4 write that is still undecided. */
+static void event(struct tlbm *m, struct tlbm_qev q)
+{
+	struct tlbm_qev *slot;
+
+	if (!m->qlen) {
+		apply(m, &q);
+		return;
+	}
+	slot = push(m);
+	if (!slot) {		/* out of memory: decide everything now */
+		tlbm_settle(m);
+		apply(m, &q);
+		return;
+	}
+	*slot = q;
+}
+
+static void decide_cr4(struct tlbm *m, unsigned int cpu, bool pair)
+{
+	struct tlbm_cpu *c = &m->cpu[cpu];
+
+	m->q[c->cr4_q].kind = pair ? CR4_PAIR : CR4_ALONE;
+	c->cr4_held = false;
+	m->held--;
+	replay(m);
+}
+
+/* Decide every held CR4 write as alone (before counts are read). */
+void tlbm_settle(struct tlbm *m)
+{
+	for (unsigned int c = 0; c < m->ncpu && m->held; c++)
+		if (m->cpu[c].cr4_held)
+			decide_cr4(m, c, false);
+}
+
+void tlbm_access(struct tlbm *m, unsigned int cpu, uint64_t va,
+		 enum tlbm_kind kind, uint64_t n)
+{
+	event(m, (struct tlbm_qev){ .type = TLBM_Q_ACCESS, .kind = (uint8_t)kind,
+				    .cpu = (uint16_t)cpu, .a = va, .n = n });
+}
+
+void tlbm_insns(struct tlbm *m, unsigned int cpu, uint64_t va, uint64_t n)
+{
+	struct tlbm_cpu *c = &m->cpu[cpu];
+
+	c->insns += n;
+	if (c->cr4_held && c->insns - c->cr4_at > TLBM_CR4_PAIR_INSNS)
+		decide_cr4(m, cpu, false);
+	event(m, (struct tlbm_qev){ .type = TLBM_Q_INSNS, .cpu = (uint16_t)cpu,
+				    .a = va, .n = n });
+}
+
+void tlbm_store(struct tlbm *m, uint64_t pa, unsigned int len)
+{
+	event(m, (struct tlbm_qev){ .type = TLBM_Q_STORE, .a = pa, .len = len });
+}
+
+/*
+ * CR3: drop non-global entries (PCID is off). CR4: see TLBM_CR4_PAIR_INSNS
+ * in tlbmodel.h. INVPCID: its type is not visible, but 6.1 without PTI uses
+ * it only to flush everything. INVLPG: counted; its effect comes from the
+ * page-table store before it (tlbm_store).
+ */
+void tlbm_flush_insn(struct tlbm *m, unsigned int cpu, enum tlbm_flush f)
+{
+	struct tlbm_cpu *c = &m->cpu[cpu];
+	struct tlbm_qev q = { .type = TLBM_Q_FLUSH, .kind = (uint8_t)f,
+			      .cpu = (uint16_t)cpu };
+	struct tlbm_qev *slot;
+
+	if (f == TLBM_FLUSH_NONE)
+		return;
+	if (f != TLBM_FLUSH_CR4) {
+		event(m, q);
+		return;
+	}
+	if (c->cr4_held) {	/* the second write of a PGE toggle */
+		decide_cr4(m, cpu, true);
+		q.kind = CR4_PAIR;
+		event(m, q);
+		return;
+	}
+	slot = push(m);
+	if (!slot) {		/* cannot hold it: take it as alone */
+		q.kind = CR4_ALONE;
+		event(m, q);
+		return;
+	}
+	q.kind = CR4_HELD;
+	*slot = q;
+	c->cr4_q = (size_t)(slot - m->q);
+	c->cr4_held = true;
+	c->cr4_at = c->insns;
+	m->held++;
+}
+
 void tlbm_invlpg(struct tlbm *m, unsigned int cpu, uint64_t va)
 {
-	for (int lv = 0; lv < TLBM_NLEVEL; lv++)
-		tlb_inval(&m->cpu[cpu].tlb[lv], va, va);
+	event(m, (struct tlbm_qev){ .type = TLBM_Q_INVLPG, .cpu = (uint16_t)cpu,
+				    .a = va });
 }
 
 /* For tests: is va cached at this level, and with which mapping size? */

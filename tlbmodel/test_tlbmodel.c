@@ -373,7 +373,8 @@ static void test_shared_array(void)
 
 /*
  * A mov to CR3 keeps global entries (kernel 4k K+1M, G set) and drops the
- * others (kernel 2M at 6M without G, user page); a CR4 write drops all.
+ * others (kernel 2M at 6M without G, user page); a CR4 PGE toggle (two
+ * writes, test_cr4_pair_and_alone) drops all.
  */
 static void test_global_survives_cr3(void)
 {
@@ -400,6 +401,7 @@ static void test_global_survives_cr3(void)
 	CHECK_EQ(cnt(m, u, TLBM_DATA, TLBM_4K)->walks, 2);
 	CHECK_EQ(m->st.ev[TLBM_EV_CR3], 1);
 
+	tlbm_flush_insn(m, 0, TLBM_FLUSH_CR4);
 	tlbm_flush_insn(m, 0, TLBM_FLUSH_CR4);
 	CHECK(!tlbm_present(m, 0, TLBM_L1D, kg, NULL));
 	CHECK(!tlbm_present(m, 0, TLBM_L2, kg, NULL));
@@ -506,8 +508,8 @@ static void test_walk_faults_counted(void)
 	m->kroot = 1ull << 40;
 	tlbm_access(m, 0, K + 0x7000, TLBM_DATA, 1);
 	CHECK_EQ(m->st.ev[TLBM_EV_WALK_ERROR], 1);
-	tlbm_insns(m, K, 7);
-	tlbm_insns(m, 0x400000, 3);
+	tlbm_insns(m, 0, K, 7);
+	tlbm_insns(m, 0, 0x400000, 3);
 	CHECK_EQ(m->st.insns[TLBM_KERNEL], 7);
 	CHECK_EQ(m->st.insns[TLBM_USER], 3);
 }
@@ -639,6 +641,60 @@ static void test_freed_table_unwatched(void)
 	tlbm_store(m, 0x2000, 8);
 	CHECK(!tlbm_watch_find(&m->watch, 3) && !tlbm_watch_find(&m->watch, 4));
 	CHECK(tlbm_watch_find(&m->watch, 1) != NULL);	/* the PML4 stays */
+}
+
+/*
+ * D5: a lone CR4 write (Linux toggling TSD or PCE) leaves the TLB alone; a
+ * PGE toggle (two writes within TLBM_CR4_PAIR_INSNS instructions) drops
+ * every entry at each write. The accesses between the two writes meet the
+ * TLB the first write flushed: kg misses there again (3 L1 misses in all),
+ * and a page-table store between them (queued) is applied in order.
+ */
+static void test_cr4_pair_and_alone(void)
+{
+	struct tlbm_config c;
+	struct tlbm *m;
+	uint64_t kg = K + 0x101000, kn = K + 3 * MB2;
+
+	tlbm_config_default(&c);
+	m = model(&c, 1);
+	tlbm_access(m, 0, kg, TLBM_DATA, 1);
+	tlbm_access(m, 0, kn, TLBM_DATA, 1);
+	tlbm_flush_insn(m, 0, TLBM_FLUSH_CR4);			/* alone */
+	tlbm_insns(m, 0, K, TLBM_CR4_PAIR_INSNS + 1);
+	tlbm_access(m, 0, kg, TLBM_DATA, 1);
+	CHECK(tlbm_present(m, 0, TLBM_L1D, kg, NULL));
+	CHECK(tlbm_present(m, 0, TLBM_L2, kn, NULL));
+	CHECK_EQ(cnt(m, kg, TLBM_DATA, TLBM_4K)->l1_miss, 1);
+	CHECK_EQ(m->st.ev[TLBM_EV_CR4], 1);
+	CHECK_EQ(m->st.ev[TLBM_EV_CR4_GLOBAL], 0);
+
+	tlbm_flush_insn(m, 0, TLBM_FLUSH_CR4);			/* a pair */
+	tlbm_insns(m, 0, K, 10);
+	tlbm_access(m, 0, kg, TLBM_DATA, 1);
+	tlbm_store(m, 0x3000 + 8 * 3, 8);		/* drops nothing cached */
+	CHECK_EQ(m->st.ev[TLBM_EV_PT_STORE], 0);	/* still queued */
+	tlbm_flush_insn(m, 0, TLBM_FLUSH_CR4);
+	CHECK(!tlbm_present(m, 0, TLBM_L1D, kg, NULL));
+	CHECK(!tlbm_present(m, 0, TLBM_L2, kn, NULL));
+	CHECK_EQ(cnt(m, kg, TLBM_DATA, TLBM_4K)->l1_miss, 2);
+	CHECK_EQ(cnt(m, kg, TLBM_DATA, TLBM_4K)->walks, 2);
+	CHECK_EQ(m->st.ev[TLBM_EV_PT_STORE], 1);
+	CHECK_EQ(m->st.ev[TLBM_EV_CR4], 3);
+	CHECK_EQ(m->st.ev[TLBM_EV_CR4_GLOBAL], 2);
+	tlbm_insns(m, 0, K, 2);
+	CHECK_EQ(m->st.insns[TLBM_KERNEL], TLBM_CR4_PAIR_INSNS + 13);
+
+	/* a write still held when counts are read is taken as alone */
+	tlbm_access(m, 0, kg, TLBM_DATA, 1);
+	tlbm_flush_insn(m, 0, TLBM_FLUSH_CR4);
+	tlbm_access(m, 0, kg, TLBM_DATA, 1);
+	CHECK_EQ(cnt(m, kg, TLBM_DATA, TLBM_4K)->acc, 4);
+	tlbm_settle(m);
+	CHECK_EQ(cnt(m, kg, TLBM_DATA, TLBM_4K)->acc, 5);
+	CHECK_EQ(cnt(m, kg, TLBM_DATA, TLBM_4K)->l1_miss, 3);
+	CHECK_EQ(m->st.ev[TLBM_EV_CR4], 4);
+	CHECK(tlbm_present(m, 0, TLBM_L1D, kg, NULL));
 }
 
 static void test_decode(void)
@@ -846,7 +902,7 @@ static void test_stats_json(void)
 	tlbm_set_direct_map(m, K, GB1);
 	tlbm_access(m, 0, K + MB2, TLBM_DATA, 3);
 	tlbm_access(m, 0, K + 0x1000, TLBM_INSN, 2);
-	tlbm_insns(m, K, 2);
+	tlbm_insns(m, 0, K, 2);
 	tlbm_access(m, 0, 0x1000, TLBM_DATA, 1);
 	tlbm_flush_insn(m, 0, TLBM_FLUSH_CR3);
 	tlbm_stats_sub(&d, &m->st, &(struct tlbm_stats){ 0 });
@@ -876,6 +932,7 @@ static const struct {
 	{ "stlb_golden_cove", test_stlb_golden_cove },
 	{ "not_present_not_cached", test_not_present_not_cached },
 	{ "freed_table_unwatched", test_freed_table_unwatched },
+	{ "cr4_pair_and_alone", test_cr4_pair_and_alone },
 	{ "decode", test_decode },
 	{ "config", test_config },
 	{ "watch_table", test_watch_table },

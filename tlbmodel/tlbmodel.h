@@ -30,7 +30,7 @@ enum tlbm_level { TLBM_L1D, TLBM_L1I, TLBM_L2, TLBM_NLEVEL };
 enum tlbm_flush {
 	TLBM_FLUSH_NONE,
 	TLBM_FLUSH_CR3,		/* mov to CR3: drop non-global entries */
-	TLBM_FLUSH_CR4,		/* mov to CR4: may toggle PGE, drop all */
+	TLBM_FLUSH_CR4,		/* mov to CR4: see tlbm_flush_insn() */
 	TLBM_FLUSH_INVLPG,	/* invlpg m: one page, address not visible */
 	TLBM_FLUSH_INVPCID,	/* invpcid: type not visible, drop all */
 };
@@ -38,6 +38,7 @@ enum tlbm_flush {
 enum tlbm_event {
 	TLBM_EV_CR3,		/* CR3 writes executed */
 	TLBM_EV_CR4,		/* CR4 writes executed */
+	TLBM_EV_CR4_GLOBAL,	/* ... that dropped global entries (pairs) */
 	TLBM_EV_INVLPG,		/* invlpg executed (counted, see README) */
 	TLBM_EV_INVPCID,	/* invpcid executed */
 	TLBM_EV_PT_STORE,	/* stores to watched page-table pages */
@@ -178,8 +179,36 @@ void tlbm_watch_del(struct tlbm_watch *w, struct tlbm_watch_ent *e);
 size_t tlbm_watch_drop(struct tlbm_watch *w, int below, uint64_t first,
 		       uint64_t last);
 
+/*
+ * ABI v1 does not show the value a mov to CR4 writes. Linux flushes global
+ * entries by toggling CR4.PGE with two writes a few instructions apart
+ * (__native_tlb_flush_global); its other CR4 writes (TSD, PCE, boot-time
+ * feature bits) come alone and leave the TLB alone on hardware. So a CR4
+ * write is held until its vCPU has either written CR4 again within
+ * TLBM_CR4_PAIR_INSNS instructions (a PGE toggle: both writes drop every
+ * entry) or run past that window (alone: nothing dropped). Meanwhile every
+ * model event is queued and replayed once the write is decided, so the
+ * accesses between the two writes of a pair meet the flushed TLB as they
+ * do on hardware.
+ */
+#define TLBM_CR4_PAIR_INSNS 64
+
+enum tlbm_qtype { TLBM_Q_ACCESS, TLBM_Q_INSNS, TLBM_Q_STORE, TLBM_Q_FLUSH,
+		  TLBM_Q_INVLPG };
+
+struct tlbm_qev {
+	uint8_t type, kind;
+	uint16_t cpu;
+	uint32_t len;
+	uint64_t a, n;
+};
+
 struct tlbm_cpu {
 	struct tlbm_tlb tlb[TLBM_NLEVEL];
+	uint64_t insns;		/* executed, for the CR4 pair window */
+	bool cr4_held;		/* a CR4 write waits for its decision */
+	uint64_t cr4_at;	/* insns at that write */
+	size_t cr4_q;		/* its place in the queue */
 };
 
 struct tlbm {
@@ -194,6 +223,9 @@ struct tlbm {
 	uint64_t dmap_base, dmap_size;	/* direct map; size 0: none */
 	struct tlbm_watch watch;
 	struct tlbm_stats st;
+	unsigned int held;	/* vCPUs with a CR4 write held */
+	struct tlbm_qev *q;	/* events since the oldest held write */
+	size_t qhead, qlen, qcap;
 };
 
 int tlbm_init(struct tlbm *m, const struct tlbm_config *cfg,
@@ -209,10 +241,11 @@ static inline enum tlbm_mode tlbm_mode_of(uint64_t va)
 
 void tlbm_access(struct tlbm *m, unsigned int cpu, uint64_t va,
 		 enum tlbm_kind kind, uint64_t n);
-void tlbm_insns(struct tlbm *m, uint64_t va, uint64_t n);
+void tlbm_insns(struct tlbm *m, unsigned int cpu, uint64_t va, uint64_t n);
 void tlbm_store(struct tlbm *m, uint64_t pa, unsigned int len);
 void tlbm_flush_insn(struct tlbm *m, unsigned int cpu, enum tlbm_flush f);
 void tlbm_invlpg(struct tlbm *m, unsigned int cpu, uint64_t va);
+void tlbm_settle(struct tlbm *m);
 bool tlbm_present(struct tlbm *m, unsigned int cpu, enum tlbm_level lv,
 		  uint64_t va, enum tlbm_psize *psize);
 
