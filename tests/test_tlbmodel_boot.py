@@ -75,6 +75,12 @@ def test_tlbmodel_boot_clean(bench, kernel, rep):
     assert total["ram"] == "memfd" and total["runs"] == 2
     assert total["counts"]["events"]["walk_read_errors"] == 0
     assert total["counts"]["events"]["pt_alias_flushes"] == 0
+    # the guards (tlbmodel/README.md "Guards"): right root, every kernel
+    # walk of the runs found its mapping, no PCID/PTI/LA57 in the guest
+    for run in recs[1:3]:
+        assert run["guard"] == {"ok": True}, run["guard"]
+        assert run["counts"]["events"]["walk_faults"] == 0
+    assert "KABLAB-TLB-FLAG" not in log
 
 
 def _read(work, kernel, rep=0):
@@ -150,3 +156,25 @@ def test_tlbmodel_boot_a_a_spread(bench):
         assert spread(fig[("stock", tlb, "l1_miss")]) < 0.005, (tlb, fig)
         stock_walks, split_walks = fig[("stock", tlb, "walks")], fig[("split4k", tlb, "walks")]
         assert max(stock_walks) - min(stock_walks) < 0.005 * min(split_walks), (tlb, fig)
+
+
+def test_tlbmodel_boot_wrong_root_fails_with_reason(kernels, tmp_path):
+    """A wrong root= (D8) gives a failed boot with the reason, not numbers.
+    The page after init_top_pgt (level4_kernel_pgt, which maps only the
+    kernel image's 512 GiB) has no direct-map entry: the plugin's check at
+    the first run start finds page_offset unmapped, every kernel walk of the
+    runs faults, and the bench prints the reasons instead of figures. The
+    same records make kablab.collect fail the block (tests/report)."""
+    stock = Path(kernels["stock"]["bzimage"]).parent
+    root = tlbmodel.root_from_system_map((stock / "System.map").read_text()) + 0x1000
+    p = subprocess.run(["nice", "-n", "10", str(REPO / "scripts/bench-tlbmodel"), "--kernels", "stock",
+                        "--mib", "1", "--replay", "--smp", "1", "--root", hex(root),
+                        "--keep-dir", str(tmp_path)], capture_output=True, text=True, timeout=1800)
+    print(f"\nwrong root: {p.stdout}", file=sys.stderr)
+    assert p.returncode == 1, p.stdout + p.stderr
+    row = next(ln for ln in p.stdout.splitlines() if ln.split()[:2] == ["stock", "0"])
+    assert row.split()[4] == "0"                    # the guest ran and powered off
+    assert f"guard failed: root={root:#x} does not map 0xffff888000000000" in row
+    assert "kernel walks found no mapping" in row
+    runs = tlbmodel.runs_by_id(tlbmodel.load(tmp_path / "stock-0.jsonl"))
+    assert runs[1]["guard"]["ok"] is False and runs[1]["counts"]["events"]["walk_faults"] > 0

@@ -47,6 +47,7 @@ static struct {
 	bool in_run;
 	uint64_t run_id, nruns;
 	struct tlbm_stats run_start;
+	char root_guard[192];	/* why root= failed its check at run start */
 } g = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 static void ram_find(struct ram *r)
@@ -132,13 +133,47 @@ static void on_flush(unsigned int vcpu, void *udata)
 	pthread_mutex_unlock(&g.lock);
 }
 
+/*
+ * The run's guard: "ok", or the reasons its counts are not the guest
+ * kernel's (tlbmodel/README.md "Guards"). A completed kernel access whose
+ * walk finds no mapping means the model does not see the tables the
+ * guest uses.
+ */
+static void guard_json(const struct tlbm_stats *d, FILE *f)
+{
+	uint64_t faults = d->ev[TLBM_EV_WALK_FAULT];
+	uint64_t errors = d->ev[TLBM_EV_WALK_ERROR];
+	const char *sep = "";
+
+	if (!g.root_guard[0] && !faults && !errors) {
+		fputs("{\"ok\":true}", f);
+		return;
+	}
+	fputs("{\"ok\":false,\"reasons\":[", f);
+	if (g.root_guard[0]) {
+		fprintf(f, "\"%s\"", g.root_guard);
+		sep = ",";
+	}
+	if (faults) {
+		fprintf(f, "%s\"%" PRIu64 " kernel walks found no mapping "
+			"from root=0x%" PRIx64 "\"", sep, faults, g.m.kroot);
+		sep = ",";
+	}
+	if (errors)
+		fprintf(f, "%s\"%" PRIu64 " kernel walks could not read guest "
+			"memory\"", sep, errors);
+	fputs("]}", f);
+}
+
 static void emit_run(uint64_t id, unsigned int vcpu)
 {
 	struct tlbm_stats d;
 
 	tlbm_stats_sub(&d, &g.m.st, &g.run_start);
 	fprintf(g.out, "{\"type\":\"run\",\"seq\":%" PRIu64 ",\"id\":%" PRIu64
-		",\"vcpu\":%u,\"counts\":", g.nruns++, id, vcpu);
+		",\"vcpu\":%u,\"guard\":", g.nruns++, id, vcpu);
+	guard_json(&d, g.out);
+	fputs(",\"counts\":", g.out);
 	tlbm_stats_json(&d, g.out);
 	fputs("}\n", g.out);
 	fflush(g.out);
@@ -179,6 +214,8 @@ static void on_marker(unsigned int vcpu, qemu_plugin_meminfo_t info,
 			warn("run start inside a run: restarted");
 		g.in_run = true;
 		g.run_id = id;
+		tlbm_check_root(&g.m, g.page_offset, g.root_guard,
+				sizeof(g.root_guard));
 		g.run_start = g.m.st;
 	} else if (!g.in_run) {
 		warn("run end without a start: ignored");

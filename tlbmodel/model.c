@@ -579,6 +579,58 @@ void tlbm_invlpg(struct tlbm *m, unsigned int cpu, uint64_t va)
 				    .a = va });
 }
 
+/*
+ * Is the model's root the guest kernel's page-table root? Through it the
+ * direct map must translate page_offset to physical 0 and page_offset +
+ * root to the root page itself. A wrong root (another page, another
+ * kernel's, 5-level tables walked with levels=4) fails this once the
+ * kernel runs on its own tables, where its numbers would otherwise look
+ * plausible. Returns 0 and an empty why if it passed. Reads only: counts,
+ * TLBs and the watch set stay as they were.
+ */
+int tlbm_check_root(struct tlbm *m, uint64_t page_offset, char *why,
+		    size_t n)
+{
+	static const uint64_t page_size[TLBM_NPSIZE] = { 1ull << 12,
+							 1ull << 21,
+							 1ull << 30 };
+	uint64_t want[2] = { 0, m->kroot & ~0xfffull };
+
+	*why = '\0';
+	if (!m->have_root) {
+		snprintf(why, n, "root=none: no page walks, every kernel page "
+			 "modelled as 4k");
+		return -1;
+	}
+	for (int i = 0; i < 2; i++) {
+		uint64_t va = page_offset + want[i], pa;
+		struct tlbm_walk w;
+
+		tlbm_walk(m->read, m->read_ctx, m->kroot, m->levels, va, &w);
+		pa = w.pa + (va & (page_size[w.psize] - 1));
+		if (w.read_error)
+			snprintf(why, n, "root=0x%llx: guest memory unreadable",
+				 (unsigned long long)m->kroot);
+		else if (!w.present)
+			snprintf(why, n, "root=0x%llx does not map 0x%llx "
+				 "(page_offset+0x%llx, levels=%d): not the "
+				 "kernel's page tables",
+				 (unsigned long long)m->kroot,
+				 (unsigned long long)va,
+				 (unsigned long long)want[i], m->levels);
+		else if (pa != want[i])
+			snprintf(why, n, "root=0x%llx maps 0x%llx to 0x%llx, "
+				 "not 0x%llx: not the kernel's direct map",
+				 (unsigned long long)m->kroot,
+				 (unsigned long long)va,
+				 (unsigned long long)pa,
+				 (unsigned long long)want[i]);
+		if (*why)
+			return -1;
+	}
+	return 0;
+}
+
 /* For tests: is va cached at this level, and with which mapping size? */
 bool tlbm_present(struct tlbm *m, unsigned int cpu, enum tlbm_level lv,
 		  uint64_t va, enum tlbm_psize *psize)

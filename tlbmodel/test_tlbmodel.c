@@ -697,6 +697,44 @@ static void test_cr4_pair_and_alone(void)
 	CHECK(tlbm_present(m, 0, TLBM_L1D, kg, NULL));
 }
 
+/*
+ * D8, the root check: through the kernel's root the direct map translates
+ * K to physical 0 and K + root to the root page. The fake table's direct
+ * map is not the identity, so make PT[0] and PT[1] so first; then a wrong
+ * root (the PDPT page, whose slot 273 is empty), root=none, a root outside
+ * memory and a direct map that points elsewhere each fail with a reason.
+ * The check reads only: no count, no watched page.
+ */
+static void test_check_root(void)
+{
+	struct tlbm_config c;
+	struct tlbm *m;
+	char why[192];
+
+	tlbm_config_default(&c);
+	m = model(&c, 1);
+	pte(4, 0, 0 | P | G);
+	pte(4, 1, 0x1000 | P | G);
+	CHECK_EQ(tlbm_check_root(m, K, why, sizeof(why)), 0);
+	CHECK_EQ(why[0], 0);
+	CHECK_EQ(m->watch.n, 0);
+	CHECK_EQ(m->st.ev[TLBM_EV_WALK_FAULT], 0);
+
+	m->kroot = 0x2000;
+	CHECK(tlbm_check_root(m, K, why, sizeof(why)) &&
+	      strstr(why, "root=0x2000 does not map 0xffff888000000000"));
+	m->kroot = 1ull << 40;
+	CHECK(tlbm_check_root(m, K, why, sizeof(why)) &&
+	      strstr(why, "unreadable"));
+	m->kroot = 0x1000;
+	pte(4, 1, 0x7000 | P | G);
+	CHECK(tlbm_check_root(m, K, why, sizeof(why)) &&
+	      strstr(why, "maps 0xffff888000001000 to 0x7000, not 0x1000"));
+	m->have_root = false;
+	CHECK(tlbm_check_root(m, K, why, sizeof(why)) &&
+	      strstr(why, "root=none"));
+}
+
 static void test_decode(void)
 {
 	static const struct {
@@ -933,6 +971,7 @@ static const struct {
 	{ "not_present_not_cached", test_not_present_not_cached },
 	{ "freed_table_unwatched", test_freed_table_unwatched },
 	{ "cr4_pair_and_alone", test_cr4_pair_and_alone },
+	{ "check_root", test_check_root },
 	{ "decode", test_decode },
 	{ "config", test_config },
 	{ "watch_table", test_watch_table },

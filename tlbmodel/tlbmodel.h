@@ -246,6 +246,8 @@ void tlbm_store(struct tlbm *m, uint64_t pa, unsigned int len);
 void tlbm_flush_insn(struct tlbm *m, unsigned int cpu, enum tlbm_flush f);
 void tlbm_invlpg(struct tlbm *m, unsigned int cpu, uint64_t va);
 void tlbm_settle(struct tlbm *m);
+int tlbm_check_root(struct tlbm *m, uint64_t page_offset, char *why,
+		    size_t n);
 bool tlbm_present(struct tlbm *m, unsigned int cpu, enum tlbm_level lv,
 		  uint64_t va, enum tlbm_psize *psize);
 

@@ -172,41 +172,55 @@ def _work(h: dict[str, Any] | None) -> dict[str, Any] | None:
     return None
 
 
-def _block_marks(raw: Path, warnings: list[str]) -> int | None:
-    """The first marker id of this block's runs (run n has base + n)."""
+def _block_marks(raw: Path, warnings: list[str]) -> dict[str, Any] | None:
+    """The runner's tlb.json: `base`, the first marker id of this block's
+    runs (run n has base + n), and `cpu_flags`, the guarded CPU flags the
+    guest has (kablab.tlbmodel.GUARDED_FLAGS)."""
     text = _read(raw, TLB_MARKS)
     if text is None:
         return None
     try:
-        base = json.loads(text).get("base")
-    except (json.JSONDecodeError, AttributeError):
-        base = None
-    if not isinstance(base, int):
+        marks = json.loads(text)
+    except json.JSONDecodeError:
+        marks = None
+    if not isinstance(marks, dict) or not isinstance(marks.get("base"), int):
         warnings.append(f"{TLB_MARKS}: no integer base")
         return None
-    return base
+    return marks
 
 
 def _attach_model(raw: Path, meta: dict[str, Any], runs: list[dict[str, Any]],
-                  warnings: list[str]) -> dict[str, Any] | None:
+                  warnings: list[str]) -> tuple[dict[str, Any] | None, str | None]:
     """With the TLB model on (meta.tlb_model), give each run its `model`
     block (the plugin's run record whose id is the runner's mark) and return
-    the model's provenance: the plugin's parameters and the guest cmdline
-    additions. None when the model was off."""
+    the model's provenance (the plugin's parameters and the guest cmdline
+    additions; None when the model was off) and, when a guard failed (the
+    guest runs PCID, PTI or 5-level paging, or the plugin's walks did not
+    see the guest kernel's tables), why: then no run gets model counts."""
     prov = meta.get("tlb_model")
     if not isinstance(prov, dict) or not prov.get("enabled"):
-        return None
+        return None, None
     prov = dict(prov)
     text = _read(raw, TLB_RECORDS)
-    base = _block_marks(raw, warnings)
+    marks = _block_marks(raw, warnings)
+    base = marks["base"] if marks else None
     recs = tlbmodel.parse_jsonl(text) if text is not None else []
     params = tlbmodel.records(recs, "params")
     prov["params"] = params[-1] if params else None
     prov["label"] = tlbmodel.params_label(params[-1], prov.get("icount")) if params else None
     by_id = tlbmodel.runs_by_id(recs)
+    levels = params[-1].get("levels", 4) if params else 4
+    reasons = tlbmodel.guest_flag_failures(marks.get("cpu_flags") if marks else None, levels)
+    found = {r["index"]: by_id.get(base + r["index"] + 1) if base is not None else None for r in runs}
+    for rec in found.values():
+        for why in tlbmodel.guard_failures(rec or {}):
+            if why not in reasons:
+                reasons.append(why)
+    if reasons:
+        return prov, "tlb model guard: " + "; ".join(reasons)
     missing = 0
     for r in runs:
-        rec = by_id.get(base + r["index"] + 1) if base is not None else None
+        rec = found[r["index"]]
         if rec is None:
             missing += 1
         else:
@@ -215,7 +229,7 @@ def _attach_model(raw: Path, meta: dict[str, Any], runs: list[dict[str, Any]],
         why = ("no plugin records" if text is None else
                "no runner marks" if base is None else "no run record for their marks")
         warnings.append(f"tlb model: {missing} of {len(runs)} run(s) have no model counts ({why})")
-    return prov
+    return prov, None
 
 
 def select_tlb_records(plugin_out: str | Path, raw: Path) -> None:
@@ -226,7 +240,8 @@ def select_tlb_records(plugin_out: str | Path, raw: Path) -> None:
         text = Path(plugin_out).read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
         return  # collect() warns that the runs have no model counts
-    base = _block_marks(raw, [])
+    marks = _block_marks(raw, [])
+    base = marks["base"] if marks else None
     keep = []
     for rec in tlbmodel.parse_jsonl(text):
         if rec["type"] == "params" or (
@@ -339,7 +354,9 @@ def collect(raw_dir: str | Path) -> dict[str, Any]:
     if status == "ok" and not runs:
         fail("hyperfine.json has no measured runs")
 
-    tlb_prov = _attach_model(raw, meta, runs, warnings)
+    tlb_prov, guard = _attach_model(raw, meta, runs, warnings)
+    if guard and status == "ok":
+        fail(guard, stage="boot")
 
     def state(suffix: str) -> dict[str, int | None]:
         mi, vm = _read(raw, f"meminfo.{suffix}"), _read(raw, f"vmstat.{suffix}")

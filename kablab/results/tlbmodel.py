@@ -226,6 +226,42 @@ def normalised(model: dict[str, Any] | None,
     return out
 
 
+# Guest features the model does not follow (tlbmodel/README.md "Guards").
+# The guest runner reports which of these /proc/cpuinfo lists; the kernel
+# clears each flag when the feature is off (nopcid, no5lvl, PTI not used).
+GUARDED_FLAGS = {
+    "pcid": "PCID is on in the guest: the model drops non-global entries at "
+            "every CR3 write (boot with nopcid)",
+    "pti": "page-table isolation is on in the guest: its CR3 switch at every "
+           "kernel entry is not modelled (boot with nopti)",
+    "la57": "5-level paging is on in the guest and the plugin walks 4 levels "
+            "(boot with no5lvl, or give the plugin levels=5)",
+}
+
+
+def guard_failures(run: dict[str, Any]) -> list[str]:
+    """Why the plugin says a run record's counts are not the guest kernel's
+    (its `guard`); [] when it passed, or for records written before guards."""
+    guard = run.get("guard")
+    if not isinstance(guard, dict) or guard.get("ok", True) is True:
+        return []
+    reasons = guard.get("reasons")
+    if isinstance(reasons, list) and reasons:
+        return [str(r) for r in reasons]
+    return ["the plugin's guard failed"]
+
+
+def guest_flag_failures(flags: Any, levels: int = 4) -> list[str]:
+    """The runner's `cpu_flags` (the guarded flags the guest has, space
+    separated) as reasons the model's counts do not hold."""
+    if not isinstance(flags, str):
+        return []
+    on = set(flags.split())
+    if levels == 5:
+        on.discard("la57")
+    return [GUARDED_FLAGS[f] for f in GUARDED_FLAGS if f in on]
+
+
 def load(path: str | Path) -> list[dict[str, Any]]:
     return parse_jsonl(Path(path).read_text(encoding="utf-8", errors="replace"))
 

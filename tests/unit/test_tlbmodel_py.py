@@ -128,3 +128,19 @@ def test_direct_map_figures_of_real_records() -> None:
     unit, value = tlbmodel.normalised(block, None)["kernel dTLB walks"]
     assert unit == tlbmodel.PER_KINSTR
     assert value == pytest.approx(1000 * block["totals"]["kernel"]["dtlb_walks"] / block["totals"]["kernel"]["insns"])
+
+
+def test_guest_flag_failures() -> None:
+    # The guest runner's cpu_flags: which of pcid/la57/pti /proc/cpuinfo lists.
+    assert tlbmodel.guest_flag_failures("") == []
+    assert tlbmodel.guest_flag_failures(None) == []
+    why = tlbmodel.guest_flag_failures("pcid pti")
+    assert len(why) == 2 and "nopcid" in why[0] and "nopti" in why[1]
+    assert "no5lvl" in tlbmodel.guest_flag_failures("la57")[0]
+    assert tlbmodel.guest_flag_failures("la57", levels=5) == []
+
+
+def test_records_before_guards_pass() -> None:
+    # Run records written before the plugin had guards have none: no failure.
+    run = tlbmodel.runs_by_id(tlbmodel.load(FIX / "qemu-boot-stock-8mib.jsonl"))[1]
+    assert "guard" not in run and tlbmodel.guard_failures(run) == []
