@@ -21,7 +21,8 @@ CASES = [
     "set_assoc_eviction", "capacity_per_size", "stlb", "splinter_1g",
     "shared_array", "global_survives_cr3", "split_store", "invlpg",
     "walk_faults_counted", "stlb_golden_cove", "not_present_not_cached",
-    "freed_table_unwatched", "cr4_pair_and_alone", "check_root", "decode", "config",
+    "freed_table_unwatched", "cr4_pair_and_alone", "check_root",
+    "shortcuts_change_nothing", "decode", "config",
     "watch_table", "watch_alias", "direct_map_apart", "stats_json",
 ]
 

@@ -48,7 +48,25 @@ static struct {
 	uint64_t run_id, nruns;
 	struct tlbm_stats run_start;
 	char root_guard[192];	/* why root= failed its check at run start */
+	bool one_vcpu;		/* vCPU callbacks need no lock */
 } g = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/*
+ * With one vCPU (the lab's -icount guests), its thread is the only one
+ * that calls back while the guest runs, and QEMU stops it before the exit
+ * callback: the per-access callbacks skip the lock then.
+ */
+static inline void vcpu_lock(void)
+{
+	if (!g.one_vcpu)
+		pthread_mutex_lock(&g.lock);
+}
+
+static inline void vcpu_unlock(void)
+{
+	if (!g.one_vcpu)
+		pthread_mutex_unlock(&g.lock);
+}
 
 static void ram_find(struct ram *r)
 {
@@ -117,20 +135,20 @@ static void on_fetch(unsigned int vcpu, void *udata)
 	uint64_t va, n;
 
 	unpack_fetch(udata, &va, &n);
-	pthread_mutex_lock(&g.lock);
+	vcpu_lock();
 	if (vcpu < g.m.ncpu) {
 		tlbm_insns(&g.m, vcpu, va, n);
 		tlbm_access(&g.m, vcpu, va, TLBM_INSN, n);
 	}
-	pthread_mutex_unlock(&g.lock);
+	vcpu_unlock();
 }
 
 static void on_flush(unsigned int vcpu, void *udata)
 {
-	pthread_mutex_lock(&g.lock);
+	vcpu_lock();
 	if (vcpu < g.m.ncpu)
 		tlbm_flush_insn(&g.m, vcpu, (enum tlbm_flush)(uintptr_t)udata);
-	pthread_mutex_unlock(&g.lock);
+	vcpu_unlock();
 }
 
 /*
@@ -206,7 +224,7 @@ static void on_marker(unsigned int vcpu, qemu_plugin_meminfo_t info,
 	if (qemu_plugin_mem_is_store(info) ||
 	    (off != MARKER_START && off != MARKER_END))
 		return;
-	pthread_mutex_lock(&g.lock);
+	vcpu_lock();
 	tlbm_settle(&g.m);	/* a held CR4 write is never part of a run's edge */
 	if (off == MARKER_START) {
 		id = marker_id(info, va);
@@ -223,7 +241,7 @@ static void on_marker(unsigned int vcpu, qemu_plugin_meminfo_t info,
 		emit_run(g.run_id, vcpu);
 		g.in_run = false;
 	}
-	pthread_mutex_unlock(&g.lock);
+	vcpu_unlock();
 }
 
 /* Physical address of a kernel store, for the page-table watch. */
@@ -253,16 +271,16 @@ static void on_mem(unsigned int vcpu, qemu_plugin_meminfo_t info,
 		on_marker(vcpu, info, va - g.marker, va);
 		return;
 	}
-	pt_check = qemu_plugin_mem_is_store(info) &&
-		   tlbm_mode_of(va) == TLBM_KERNEL && store_pa(info, va, &pa);
-	pthread_mutex_lock(&g.lock);
+	pt_check = tlbm_mode_of(va) == TLBM_KERNEL &&
+		   qemu_plugin_mem_is_store(info) && store_pa(info, va, &pa);
+	vcpu_lock();
 	if (vcpu < g.m.ncpu) {
 		tlbm_access(&g.m, vcpu, va, TLBM_DATA, 1);
 		if (pt_check)
 			tlbm_store(&g.m, pa,
 				   1u << qemu_plugin_mem_size_shift(info));
 	}
-	pthread_mutex_unlock(&g.lock);
+	vcpu_unlock();
 }
 
 /*
@@ -457,6 +475,7 @@ KABLAB_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id,
 	}
 	if (setup(&a, (unsigned int)info->system.max_vcpus))
 		return -1;
+	g.one_vcpu = info->system.max_vcpus == 1;
 	qemu_plugin_register_vcpu_tb_trans_cb(id, on_tb_trans);
 	qemu_plugin_register_atexit_cb(id, on_atexit, NULL);
 	return 0;

@@ -113,7 +113,8 @@ static struct tlbm_entry *victim(struct tlbm_tlb *t, int s, uint64_t vpn)
 }
 
 /* A size the level does not cache is splintered into a smaller entry. */
-static void tlb_fill(struct tlbm_tlb *t, uint64_t va, int psize, bool global)
+static struct tlbm_entry *tlb_fill(struct tlbm_tlb *t, uint64_t va, int psize,
+				   bool global)
 {
 	int s = psize;
 	struct tlbm_entry *e;
@@ -122,12 +123,13 @@ static void tlb_fill(struct tlbm_tlb *t, uint64_t va, int psize, bool global)
 	while (s >= 0 && !t->nhome[s])
 		s--;
 	if (s < 0)
-		return;
+		return NULL;
 	vpn = va >> psize_shift[s];
 	e = victim(t, s, vpn);
 	*e = (struct tlbm_entry){ .vpn = vpn, .stamp = ++t->clock, .valid = 1,
 				  .global = global, .esize = (uint8_t)s,
 				  .psize = (uint8_t)psize };
+	return e;
 }
 
 static void tlb_flush(struct tlbm_tlb *t, bool keep_global)
@@ -172,6 +174,8 @@ static void tlb_inval(struct tlbm_tlb *t, uint64_t first, uint64_t last)
 				   last >> psize_shift[s]);
 }
 
+static void mru_sync(struct tlbm_tlb *t, struct tlbm_mru *u);
+
 int tlbm_init(struct tlbm *m, const struct tlbm_config *cfg,
 	      unsigned int ncpu, int levels, bool have_root, uint64_t kroot,
 	      tlbm_read_fn rd, void *ctx)
@@ -183,6 +187,7 @@ int tlbm_init(struct tlbm *m, const struct tlbm_config *cfg,
 	m->kroot = kroot;
 	m->read = rd;
 	m->read_ctx = ctx;
+	m->nowatch_pfn = UINT64_MAX;	/* no page stored to yet */
 	m->cpu = calloc(ncpu, sizeof(*m->cpu));
 	if (!m->cpu)
 		return -1;
@@ -202,6 +207,12 @@ void tlbm_set_direct_map(struct tlbm *m, uint64_t base, uint64_t size)
 {
 	m->dmap_base = base;
 	m->dmap_size = size;
+	for (unsigned int c = 0; c < m->ncpu; c++)	/* their dmap is stale */
+		for (int k = 0; k < TLBM_NKIND; k++) {
+			mru_sync(&m->cpu[c].tlb[k == TLBM_DATA ? TLBM_L1D :
+						TLBM_L1I], &m->cpu[c].mru[k]);
+			m->cpu[c].mru[k].n = 0;
+		}
 }
 
 void tlbm_fini(struct tlbm *m)
@@ -274,15 +285,64 @@ static void count(struct tlbm_counts *c, int psize, uint64_t n,
  * n accesses to va's page in a row: one lookup, the n-1 others hit the
  * entry it left most recently used (they cannot change any LRU order).
  */
+/* Stamp the listed entries oldest first: stamps follow use again. */
+static void mru_sync(struct tlbm_tlb *t, struct tlbm_mru *u)
+{
+	uint64_t done = 0;	/* ticks at or below it are stamped */
+
+	if (!u->dirty)
+		return;
+	for (int k = 0; k < u->n; k++) {
+		struct tlbm_recent *o = NULL;
+
+		for (int i = 0; i < u->n; i++)
+			if (u->r[i].tick > done && (!o || u->r[i].tick < o->tick))
+				o = &u->r[i];
+		o->e->stamp = ++t->clock;
+		done = o->tick;
+	}
+	u->dirty = false;
+}
+
+/* e was just looked up or filled (and stamped): the most recent. */
+static void mru_touch(struct tlbm *m, struct tlbm_mru *u, struct tlbm_entry *e,
+		      enum tlbm_kind kind, struct tlbm_counts *cnt,
+		      struct tlbm_counts *dmap)
+{
+	uint8_t shift = (uint8_t)psize_shift[e->esize];
+	uint64_t first = e->vpn << shift, last = first + (1ull << shift) - 1;
+	int i, old = 0;
+
+	/* an entry across the direct map's edge is counted the long way */
+	if (kind == TLBM_DATA && (first - m->dmap_base < m->dmap_size) !=
+	    (last - m->dmap_base < m->dmap_size)) {
+		u->n = 0;	/* stamps are in line (mru_sync ran): forget */
+		return;
+	}
+	for (i = 0; i < u->n && u->r[i].e != e; i++)
+		if (u->r[i].tick < u->r[old].tick)
+			old = i;
+	if (i == u->n)		/* new: a free slot, or the oldest one's */
+		i = u->n < TLBM_NRECENT ? u->n++ : old;
+	u->r[i] = (struct tlbm_recent){ .e = e, .vpn = e->vpn,
+					.tick = ++u->tick, .esize = e->esize,
+					.shift = shift, .cnt = cnt,
+					.dmap = dmap };
+}
+
 static void do_access(struct tlbm *m, unsigned int cpu, uint64_t va,
 		      enum tlbm_kind kind, uint64_t n)
 {
 	struct tlbm_cpu *c = &m->cpu[cpu];
 	struct tlbm_tlb *l1 = &c->tlb[kind == TLBM_DATA ? TLBM_L1D : TLBM_L1I];
-	struct tlbm_entry *e = tlb_lookup(l1, va);
-	bool l1_miss = !e, walked = false, global;
+	struct tlbm_entry *e, *l1e;
+	bool l1_miss, walked = false, global;
+	struct tlbm_counts *cnt, *dmap = NULL;
 	int psize;
 
+	mru_sync(l1, &c->mru[kind]);
+	e = l1e = tlb_lookup(l1, va);
+	l1_miss = !e;
 	if (e) {
 		psize = e->psize;
 	} else {
@@ -290,18 +350,23 @@ static void do_access(struct tlbm *m, unsigned int cpu, uint64_t va,
 		if (e) {
 			psize = e->psize;
 			global = e->global;
-			tlb_fill(l1, va, psize, global);
+			l1e = tlb_fill(l1, va, psize, global);
 		} else {
 			walked = true;
 			if (translate(m, va, &psize, &global)) {
 				tlb_fill(&c->tlb[TLBM_L2], va, psize, global);
-				tlb_fill(l1, va, psize, global);
+				l1e = tlb_fill(l1, va, psize, global);
 			}
 		}
 	}
-	count(m->st.c[tlbm_mode_of(va)][kind], psize, n, l1_miss, walked);
-	if (kind == TLBM_DATA && va - m->dmap_base < m->dmap_size)
-		count(m->st.dmap, psize, n, l1_miss, walked);
+	cnt = &m->st.c[tlbm_mode_of(va)][kind][psize];
+	count(cnt, 0, n, l1_miss, walked);
+	if (kind == TLBM_DATA && va - m->dmap_base < m->dmap_size) {
+		dmap = &m->st.dmap[psize];
+		count(dmap, 0, n, l1_miss, walked);
+	}
+	if (l1e)	/* no fill (a walk that found nothing): nothing touched */
+		mru_touch(m, &c->mru[kind], l1e, kind, cnt, dmap);
 }
 
 static void flush_cpu(struct tlbm *m, unsigned int cpu, bool keep_global)
@@ -363,8 +428,11 @@ static void do_store(struct tlbm *m, uint64_t pa, unsigned int len)
 		end = pa | 0xfff;
 	}
 	w = tlbm_watch_find(&m->watch, pa >> 12);
-	if (!w)
+	if (!w) {
+		m->nowatch_pfn = pa >> 12;
+		m->nowatch_gen = m->watch.gen;
 		return;
+	}
 	m->st.ev[TLBM_EV_PT_STORE]++;
 	level = w->level;
 	for (unsigned int s = (pa & 0xfff) >> 3; s <= (end & 0xfff) >> 3; s++) {
@@ -514,8 +582,31 @@ void tlbm_settle(struct tlbm *m)
 void tlbm_access(struct tlbm *m, unsigned int cpu, uint64_t va,
 		 enum tlbm_kind kind, uint64_t n)
 {
-	event(m, (struct tlbm_qev){ .type = TLBM_Q_ACCESS, .kind = (uint8_t)kind,
-				    .cpu = (uint16_t)cpu, .a = va, .n = n });
+	struct tlbm_mru *u = &m->cpu[cpu].mru[kind];
+
+	if (m->qlen) {
+		event(m, (struct tlbm_qev){ .type = TLBM_Q_ACCESS,
+					    .kind = (uint8_t)kind,
+					    .cpu = (uint16_t)cpu, .a = va,
+					    .n = n });
+		return;
+	}
+	for (int i = 0; i < u->n && !m->no_shortcuts; i++) {
+		struct tlbm_recent *r = &u->r[i];
+
+		if ((va >> r->shift) != r->vpn || !r->e->valid ||
+		    r->e->vpn != r->vpn || r->e->esize != r->esize)
+			continue;
+		r->cnt->acc += n;
+		if (r->dmap)
+			r->dmap->acc += n;
+		if (r->tick != u->tick) {	/* not the most recent before */
+			r->tick = ++u->tick;
+			u->dirty = true;
+		}
+		return;
+	}
+	do_access(m, cpu, va, kind, n);
 }
 
 void tlbm_insns(struct tlbm *m, unsigned int cpu, uint64_t va, uint64_t n)
@@ -525,13 +616,27 @@ void tlbm_insns(struct tlbm *m, unsigned int cpu, uint64_t va, uint64_t n)
 	c->insns += n;
 	if (c->cr4_held && c->insns - c->cr4_at > TLBM_CR4_PAIR_INSNS)
 		decide_cr4(m, cpu, false);
+	if (!m->qlen) {
+		do_insns(m, va, n);
+		return;
+	}
 	event(m, (struct tlbm_qev){ .type = TLBM_Q_INSNS, .cpu = (uint16_t)cpu,
 				    .a = va, .n = n });
 }
 
 void tlbm_store(struct tlbm *m, uint64_t pa, unsigned int len)
 {
-	event(m, (struct tlbm_qev){ .type = TLBM_Q_STORE, .a = pa, .len = len });
+	if (m->qlen) {
+		event(m, (struct tlbm_qev){ .type = TLBM_Q_STORE, .a = pa,
+					    .len = len });
+		return;
+	}
+	/* the common case: the page stored to last, not watched then or now */
+	if (!m->no_shortcuts && (pa >> 12) == m->nowatch_pfn &&
+	    m->watch.gen == m->nowatch_gen &&
+	    (pa & 0xfff) + (len ? len : 1) <= 0x1000)
+		return;
+	do_store(m, pa, len);
 }
 
 /*

@@ -170,6 +170,7 @@ struct tlbm_watch_ent {
 struct tlbm_watch {
 	struct tlbm_watch_ent *t;
 	size_t cap, n;
+	uint64_t gen;		/* bumped when a page starts being watched */
 };
 
 struct tlbm_watch_ent *tlbm_watch_find(struct tlbm_watch *w, uint64_t pfn);
@@ -203,8 +204,37 @@ struct tlbm_qev {
 	uint64_t a, n;
 };
 
+/*
+ * The L1 entries the last accesses of a kind touched on a vCPU: the
+ * TLBM_NRECENT most recently used entries of that L1, each with the tick
+ * of its last use and where its counts go. No other entry can translate an
+ * address one of them covers (a fill comes only after a miss), so an
+ * access inside one is a hit, and tlbm_access() counts it here without a
+ * lookup. Such a hit does not stamp the entry, it only takes a new tick;
+ * before anything else reads or sets that L1's stamps, they are set in
+ * tick order (mru_sync), so every LRU decision is the one per-access
+ * stamping makes. A flush or invalidation clears an entry's valid bit,
+ * which the check reads.
+ */
+#define TLBM_NRECENT 4
+
+struct tlbm_recent {
+	struct tlbm_entry *e;
+	uint64_t vpn, tick;
+	uint8_t shift, esize;
+	struct tlbm_counts *cnt, *dmap;	/* dmap NULL: not in the direct map */
+};
+
+struct tlbm_mru {
+	struct tlbm_recent r[TLBM_NRECENT];
+	uint8_t n;
+	bool dirty;		/* stamps do not follow the ticks yet */
+	uint64_t tick;
+};
+
 struct tlbm_cpu {
 	struct tlbm_tlb tlb[TLBM_NLEVEL];
+	struct tlbm_mru mru[TLBM_NKIND];
 	uint64_t insns;		/* executed, for the CR4 pair window */
 	bool cr4_held;		/* a CR4 write waits for its decision */
 	uint64_t cr4_at;	/* insns at that write */
@@ -223,6 +253,9 @@ struct tlbm {
 	uint64_t dmap_base, dmap_size;	/* direct map; size 0: none */
 	struct tlbm_watch watch;
 	struct tlbm_stats st;
+	bool no_shortcuts;	/* tests: every access and store the long way */
+	uint64_t nowatch_pfn;	/* the last stored page: not watched ... */
+	uint64_t nowatch_gen;	/* ... while watch.gen is still this */
 	unsigned int held;	/* vCPUs with a CR4 write held */
 	struct tlbm_qev *q;	/* events since the oldest held write */
 	size_t qhead, qlen, qcap;

@@ -43,6 +43,7 @@ static struct tlbm_watch_ent *insert_slot(struct tlbm_watch *w, uint64_t key)
 	memset(&w->t[i], 0, sizeof(w->t[i]));
 	w->t[i].key = key;
 	w->n++;
+	w->gen++;
 	return &w->t[i];
 }
 
