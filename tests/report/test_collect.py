@@ -212,3 +212,22 @@ def test_tlb_model_other_blocks_and_missing_output(tmp_path: Path) -> None:
 def test_no_tlb_model_no_block(tmp_path: Path) -> None:
     doc = collect.collect_to(_copy(tmp_path), tmp_path / "r.json")
     assert "tlb_model" not in doc and all("model" not in r for r in doc["runs"])
+
+
+def test_tlb_model_guest_flags_fail_the_block(tmp_path: Path) -> None:
+    """The guest runner lists in tlb.json which of pcid, la57 and pti the
+    guest's /proc/cpuinfo has (kablab-guest-run); any of them fails the
+    block at boot with the reason, and no run gets model counts."""
+    raw = _tlb_raw(tmp_path, 0)
+    (raw / "tlb.json").write_text(json.dumps({"base": 0, "cpu_flags": "pcid"}) + "\n")
+    collect.select_tlb_records(TLB_FIX / "qemu-boot-stock-8mib.jsonl", raw)
+    doc = collect.collect_to(raw, tmp_path / "r.json")
+    assert validation_errors(doc) == []
+    assert doc["status"] == "failed" and doc["failure"]["stage"] == "boot"
+    assert doc["failure"]["reason"].startswith("tlb model guard: PCID is on in the guest")
+    assert all("model" not in r for r in doc["runs"])
+    raw2 = _tlb_raw(tmp_path / "b", 0)                  # none of them: the block stands
+    (raw2 / "tlb.json").write_text(json.dumps({"base": 0, "cpu_flags": ""}) + "\n")
+    collect.select_tlb_records(TLB_FIX / "qemu-boot-stock-8mib.jsonl", raw2)
+    doc2 = collect.collect_to(raw2, tmp_path / "r2.json")
+    assert doc2["status"] == "ok" and doc2["runs"][0]["model"]["id"] == 1
