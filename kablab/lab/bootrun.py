@@ -186,7 +186,8 @@ def boot_record(boot: Mapping[str, Any], describe: Mapping[str, bytes] | None = 
         "campaign": {**boot["campaign"], "seed": int(boot["campaign"]["seed"])},
         "variant": entry["variant"], "block": int(entry["block"]), "order_index": int(entry["order_index"]),
         "host": {**boot["host"], "lane": int(boot["host"].get("lane") or 0), "accel": config.get("accel"),
-                 "noise": boot.get("noise")},
+                 # Ansible renders a missing sample as "": no sample
+                 "noise": boot.get("noise") or None},
         "guest": guest,
         "kernel": boot["kernel"],
         "tools": {k: said[k].splitlines()[0] for k in ("hyperfine", "perf") if said.get(k)},

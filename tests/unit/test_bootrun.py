@@ -68,6 +68,14 @@ def test_boot_record_is_the_results_provenance():
     assert rec["tools"]["hyperfine"].startswith("hyperfine ")
 
 
+def test_a_boot_without_a_noise_sample_records_none():
+    """A pass rescued before its noise sample: Ansible renders the missing
+    sample as "", which the schema refuses; the record says None."""
+    record = json.loads((FIXTURE / "boot-record.json").read_text())
+    inputs = boot_inputs(record)
+    assert boot_record({**inputs, "noise": ""})["host"]["noise"] is None
+
+
 def test_recorded_guest_frames_become_valid_results(tmp_path):
     """A real guest's frames (stock: syscall-mix, module-bpf-churn and
     fault-inject) with that boot's real provenance: the boot's record is
