@@ -132,6 +132,16 @@ def test_qemu_loads_plugin_and_writes_params_and_total(build, tmp_path):
     assert params["direct_map_size"] == hex(64 << 40)
     assert total["ram"] == "memfd"       # the backend mapping was found
     assert total["runs"] == 0
+    # dormant until the guest runs the activation instruction (never, here)
+    assert params["from"] == "mark" and total["active"] is False
+
+
+def test_qemu_models_from_the_first_instruction_with_from_boot(build, tmp_path):
+    out = tmp_path / "tlb.jsonl"
+    p = qemu(build, f"root=none,from=boot,out={out}")
+    assert p.returncode == 0, p.stderr
+    params, total = [json.loads(ln) for ln in out.read_text().splitlines()]
+    assert params["from"] == "boot" and total["active"] is True
 
 
 @pytest.mark.parametrize("args,core,base,l2", [
@@ -157,6 +167,7 @@ def test_qemu_loads_named_core_and_level(build, tmp_path, args, core, base, l2):
     ("root=none,l9_4k=1:1", "bad argument 'l9_4k=1:1'"),
     ("root=none,levels=3", "bad argument 'levels=3'"),
     ("root=none,marker=0x1234", "bad argument 'marker=0x1234'"),
+    ("root=none,from=start", "bad argument 'from=start'"),
 ])
 def test_qemu_refuses_bad_arguments(build, args, message):
     p = qemu(build, args)

@@ -70,14 +70,15 @@ def test_tlbmodel_boot_clean(bench, kernel, rep):
     log = (work / f"{kernel}-{rep}.log").read_text(errors="replace")
     assert "KABLAB-TLB-DONE" in log and "Kernel panic" not in log
     recs = tlbmodel.load(work / f"{kernel}-{rep}.jsonl")
-    assert [r["type"] for r in recs] == ["params", "run", "run", "total"]
+    # dormant through the boot, activated by the first run's start
+    assert [r["type"] for r in recs] == ["params", "activated", "run", "run", "total"]
     total = recs[-1]
-    assert total["ram"] == "memfd" and total["runs"] == 2
+    assert total["ram"] == "memfd" and total["runs"] == 2 and total["active"] is True
     assert total["counts"]["events"]["walk_read_errors"] == 0
     assert total["counts"]["events"]["pt_alias_flushes"] == 0
     # the guards (tlbmodel/README.md "Guards"): right root, every kernel
     # walk of the runs found its mapping, no PCID/PTI/LA57 in the guest
-    for run in recs[1:3]:
+    for run in recs[2:4]:
         assert run["guard"] == {"ok": True}, run["guard"]
         assert run["counts"]["events"]["walk_faults"] == 0
     assert "KABLAB-TLB-FLAG" not in log

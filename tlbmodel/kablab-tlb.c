@@ -29,6 +29,20 @@ KABLAB_PLUGIN_EXPORT int qemu_plugin_version = 1;
 #define MARKER_END	8			/* load: the run ends */
 #define RAM_MAPPING	"/memfd:memory-backend-memfd (deleted)"
 
+/*
+ * Until the guest asks for the model (from=mark, the default), the plugin
+ * only looks for this instruction when QEMU translates code: nopw
+ * 0x4b41424c(%rax,%rax,1), "LBAK" in its displacement, which
+ * kablab-tlb-mark executes before a run's start. Guest code runs at plain
+ * TCG speed until then; at the instruction the
+ * plugin asks QEMU to drop all translated code and instruments what is
+ * translated again, so the model starts empty and cold, before the first
+ * run's marker.
+ */
+static const uint8_t ACTIVATE_INSN[] = {
+	0x66, 0x0f, 0x1f, 0x84, 0x00, 0x4c, 0x42, 0x41, 0x4b
+};
+
 /* Guest RAM as QEMU maps it; below the PCI hole offset == guest physical. */
 struct ram {
 	const uint8_t *base;
@@ -49,6 +63,9 @@ static struct {
 	struct tlbm_stats run_start;
 	char root_guard[192];	/* why root= failed its check at run start */
 	bool one_vcpu;		/* vCPU callbacks need no lock */
+	qemu_plugin_id_t id;
+	bool active;		/* instrumenting (from=boot, or activated) */
+	bool activating;	/* the reset is asked for */
 } g = { .lock = PTHREAD_MUTEX_INITIALIZER };
 
 /*
@@ -288,12 +305,61 @@ static void on_mem(unsigned int vcpu, qemu_plugin_meminfo_t info,
  * all its instructions there (the rest would hit the entry just used, so
  * misses and LRU order are the same as per-instruction lookups).
  */
+static void on_atexit(qemu_plugin_id_t id, void *udata);
+static void on_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb);
+
+/* QEMU dropped the translated code and our callbacks: instrument all. */
+static void on_reset(qemu_plugin_id_t id)
+{
+	pthread_mutex_lock(&g.lock);
+	g.active = true;
+	fputs("{\"type\":\"activated\"}\n", g.out);
+	fflush(g.out);
+	pthread_mutex_unlock(&g.lock);
+	qemu_plugin_register_vcpu_tb_trans_cb(id, on_tb_trans);
+	qemu_plugin_register_atexit_cb(id, on_atexit, NULL);
+}
+
+static void on_activate(unsigned int vcpu, void *udata)
+{
+	bool ask;
+
+	(void)vcpu;
+	(void)udata;
+	pthread_mutex_lock(&g.lock);
+	ask = !g.active && !g.activating;
+	g.activating = true;
+	pthread_mutex_unlock(&g.lock);
+	if (ask)
+		qemu_plugin_reset(g.id, on_reset);
+}
+
+/* Dormant: only the activation instruction gets a callback. */
+static void on_tb_trans_dormant(struct qemu_plugin_tb *tb)
+{
+	size_t n = qemu_plugin_tb_n_insns(tb);
+
+	for (size_t i = 0; i < n; i++) {
+		struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
+
+		if (qemu_plugin_insn_size(insn) == sizeof(ACTIVATE_INSN) &&
+		    !memcmp(qemu_plugin_insn_data(insn), ACTIVATE_INSN,
+			    sizeof(ACTIVATE_INSN)))
+			qemu_plugin_register_vcpu_insn_exec_cb(insn,
+				on_activate, QEMU_PLUGIN_CB_NO_REGS, NULL);
+	}
+}
+
 static void on_tb_trans(qemu_plugin_id_t id, struct qemu_plugin_tb *tb)
 {
 	size_t n = qemu_plugin_tb_n_insns(tb), split = n;
 	uint64_t va0 = qemu_plugin_tb_vaddr(tb);
 
 	(void)id;
+	if (!__atomic_load_n(&g.active, __ATOMIC_RELAXED)) {
+		on_tb_trans_dormant(tb);
+		return;
+	}
 	for (size_t i = 0; i < n; i++) {
 		struct qemu_plugin_insn *insn = qemu_plugin_tb_get_insn(tb, i);
 		uint64_t va = qemu_plugin_insn_vaddr(insn);
@@ -329,8 +395,9 @@ static void on_atexit(qemu_plugin_id_t id, void *udata)
 	if (!g.ram.state)	/* never needed: say whether it was there */
 		ram_find(&g.ram);
 	fprintf(g.out, "{\"type\":\"total\",\"runs\":%" PRIu64 ",\"ram\":\"%s\""
-		",\"watched_pt_pages\":%zu,\"counts\":", g.nruns,
-		g.ram.state > 0 ? "memfd" : "missing", g.m.watch.n);
+		",\"active\":%s,\"watched_pt_pages\":%zu,\"counts\":", g.nruns,
+		g.ram.state > 0 ? "memfd" : "missing",
+		g.active ? "true" : "false", g.m.watch.n);
 	tlbm_stats_json(&g.m.st, g.out);
 	fputs("}\n", g.out);
 	fflush(g.out);
@@ -348,6 +415,7 @@ struct args {
 	bool have_page_offset;
 	uint64_t page_offset;
 	uint64_t marker;
+	bool from_boot;
 	struct tlbm_config cfg;
 };
 
@@ -384,6 +452,9 @@ static int parse_arg(struct args *a, const char *arg)
 	else if (!strcmp(key, "page_offset"))
 		return parse_u64(val, &a->page_offset) ? -1 :
 		       (a->have_page_offset = true, 0);
+	else if (!strcmp(key, "from") && (!strcmp(val, "boot") ||
+					   !strcmp(val, "mark")))
+		a->from_boot = !strcmp(val, "boot");
 	else if (!strcmp(key, "core"))
 		return 0;	/* applied first, see qemu_plugin_install() */
 	else if (!strcmp(key, "marker"))
@@ -406,8 +477,9 @@ static void emit_params(const struct args *a, unsigned int ncpu)
 	else
 		fputs("null", g.out);
 	fprintf(g.out, ",\"page_offset\":\"0x%" PRIx64 "\",\"direct_map_size\":"
-		"\"0x%" PRIx64 "\",\"marker\":\"0x%" PRIx64 "\",\"vcpus\":%u}\n",
-		g.page_offset, g.dmap_size, g.marker, ncpu);
+		"\"0x%" PRIx64 "\",\"marker\":\"0x%" PRIx64 "\",\"vcpus\":%u,"
+		"\"from\":\"%s\"}\n", g.page_offset, g.dmap_size, g.marker, ncpu,
+		a->from_boot ? "boot" : "mark");
 	fflush(g.out);
 }
 
@@ -425,6 +497,7 @@ static int setup(const struct args *a, unsigned int ncpu)
 		return -1;
 	}
 	g.marker = a->marker;
+	g.active = a->from_boot;
 	g.page_offset = a->have_page_offset ? a->page_offset :
 			a->levels == 5 ? 0xff11000000000000ull :
 					 0xffff888000000000ull;
@@ -476,6 +549,7 @@ KABLAB_PLUGIN_EXPORT int qemu_plugin_install(qemu_plugin_id_t id,
 	if (setup(&a, (unsigned int)info->system.max_vcpus))
 		return -1;
 	g.one_vcpu = info->system.max_vcpus == 1;
+	g.id = id;
 	qemu_plugin_register_vcpu_tb_trans_cb(id, on_tb_trans);
 	qemu_plugin_register_atexit_cb(id, on_atexit, NULL);
 	return 0;

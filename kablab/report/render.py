@@ -45,7 +45,9 @@ MODEL_CAVEATS = (
     "privilege level; user translations are taken as 4k. Per-kinstr rows count each TCG "
     "`rep` iteration as one instruction (not MPKI). Each run's window spans the whole "
     "workload process (and perf), so counts are per unit of the work the workload reports, "
-    "with everything else the guest did meanwhile. Boots are the unit, as for times. Under "
+    "with everything else the guest did meanwhile. The model starts empty when a boot's first "
+    "block starts (the boot itself runs unmodelled); warm-up runs warm it. Boots are the unit, "
+    "as for times. Under "
     "-icount the guest's clock advances by instructions: its timings follow the instructions "
     "each kernel executes, not any speed.")
 DM_FIELDS = tuple(f for f, *_ in DIRECTMAP_SHOWN)
