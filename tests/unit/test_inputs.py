@@ -94,3 +94,20 @@ def test_specs_choices_are_the_tables():
                 assert isinstance(rule.choices, tuple) and list(opt["choices"]) == list(rule.choices), \
                     (spec_file, name, opt["choices"], rule.choices)
     assert seen >= 4
+
+
+def test_specs_require_only_what_has_no_default():
+    """A role option that defaults/main.yml defines is always present when
+    the spec is checked, so `required: true` on it cannot fail; required
+    marks only the inputs a caller must pass (run_entry, workloads_names)."""
+    required = []
+    for spec_file in (REPO / "roles").glob("*/meta/argument_specs.yml"):
+        role = spec_file.parent.parent
+        dfile = role / "defaults" / "main.yml"
+        defaults = (yaml.safe_load(dfile.read_text()) or {}) if dfile.exists() else {}
+        for entry in yaml.safe_load(spec_file.read_text())["argument_specs"].values():
+            for name, opt in (entry.get("options") or {}).items():
+                if opt.get("required"):
+                    required.append(name)
+                    assert name not in defaults, f"{spec_file}: {name} is required and has a default"
+    assert {"run_entry", "workloads_names"} <= set(required)
