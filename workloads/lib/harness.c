@@ -603,6 +603,24 @@ void wl_dmap_params(const struct wl_dmap *d, const char *suffix)
 	}
 }
 
+void wl_dmap_delta_metrics(const struct wl_dmap *before, const struct wl_dmap *after,
+			   unsigned int mask)
+{
+	static const struct { int idx; const char *name, *unit; } deltas[] = {
+		{ WL_DM_4K, "delta_directmap4k_kib", "KiB" },
+		{ WL_DM_L2, "delta_level2_splits", "1" },
+		{ WL_DM_PT, "delta_nr_page_table_pages", "pages" },
+	};
+
+	for (size_t i = 0; i < WL_ARRAY_SIZE(deltas); i++) {
+		int k = deltas[i].idx;
+
+		if ((mask & (1u << k)) && before->have[k] && after->have[k])
+			wl_metric(deltas[i].name, (double)(after->v[k] - before->v[k]),
+				  deltas[i].unit, "lower");
+	}
+}
+
 /* ------------------------------------------------------------------ */
 /* argument parsing */
 
@@ -712,7 +730,7 @@ int main(int argc, char **argv)
 
 		if (i < ncommon) {
 			parse_value(&common_opts[i], optarg, common_ptr[i]);
-			if (i == 3)
+			if (common_ptr[i] == &H.iterations)
 				got_iter = true;
 		} else {
 			parse_value(&wl_workload.opts[i - ncommon], optarg,
@@ -762,22 +780,4 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	return 0;
-}
-
-void wl_dmap_delta_metrics(const struct wl_dmap *before, const struct wl_dmap *after,
-			   unsigned int mask)
-{
-	static const struct { int idx; const char *name, *unit; } deltas[] = {
-		{ WL_DM_4K, "delta_directmap4k_kib", "KiB" },
-		{ WL_DM_L2, "delta_level2_splits", "1" },
-		{ WL_DM_PT, "delta_nr_page_table_pages", "pages" },
-	};
-
-	for (size_t i = 0; i < WL_ARRAY_SIZE(deltas); i++) {
-		int k = deltas[i].idx;
-
-		if ((mask & (1u << k)) && before->have[k] && after->have[k])
-			wl_metric(deltas[i].name, (double)(after->v[k] - before->v[k]),
-				  deltas[i].unit, "lower");
-	}
 }

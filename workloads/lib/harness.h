@@ -63,8 +63,8 @@ extern const struct wl_workload wl_workload;
 /* ---- run control ---- */
 /* true while iteration `done` (0-based count of completed ones) may start */
 bool wl_continue(uint64_t done);
-bool wl_dry_run(void);
-uint64_t wl_iterations(void);	/* the iteration bound, 0 if none */		/* --dry-run: compute the plan, touch nothing */
+bool wl_dry_run(void);		/* --dry-run: compute the plan, touch nothing */
+uint64_t wl_iterations(void);	/* the iteration bound, 0 if none */
 uint64_t wl_seed(void);
 
 /* ---- deterministic PRNG (splitmix64-seeded xoshiro256**) ---- */
