@@ -152,7 +152,7 @@ def emulator_lost(wait_results: Iterable[Mapping[str, Any]], boots: Mapping[str,
 
 
 def guests_record(plan: list[Mapping[str, Any]], unames: Iterable[str], boots: Mapping[str, int],
-                  logdir: str, kernels: Mapping[str, Mapping[str, Any]], hypervisor: str,
+                  logdir: str, hypervisor: str,
                   booted_at: float, ready_at: float, known: Mapping[str, Any] | None = None,
                   lost: Mapping[str, list[dict[str, Any]]] | None = None) -> dict[str, Any]:
     """kablab_guests: what the results record about each running guest.
@@ -173,8 +173,7 @@ def guests_record(plan: list[Mapping[str, Any]], unames: Iterable[str], boots: M
             "console_log_campaign": campaign_console_log(v, boots[v]),
             # the workload runner's output channel (kablab-guest-boot)
             "frames": f"{logdir}/{v}-boot{boots[v]}.frames",
-            "kernel_release": kernels[v]["release"], "uname_r": release, "uname_v": version,
-            "boot_to_ready_s_upper_bound": round(float(ready_at) - float(booted_at), 2),
+            "uname_r": release, "uname_v": version,
             "booted_at": _utc(float(booted_at)), "ready_at": _utc(float(ready_at)),
             "emulator_lost": list(lost.get(v, [])),
         }

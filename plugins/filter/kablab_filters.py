@@ -99,9 +99,9 @@ class FilterModule:
             # {plan, exists, sizes, changed: [per-step changed lists]} -> the disks to (re)make
             "kablab_config_disks": lambda a: domains.config_disks_to_make(
                 list(a["plan"]), list(a["exists"]), [int(s) for s in a["sizes"]], *[list(c) for c in a["changed"]]),
-            # {plan, unames, boots, logdir, kernels, hypervisor, booted, ready, known, lost}
+            # {plan, unames, boots, logdir, hypervisor, booted, ready, known, lost}
             "kablab_guests_record": lambda a: domains.guests_record(
-                list(a["plan"]), list(a["unames"]), dict(a["boots"]), a["logdir"], dict(a["kernels"]),
+                list(a["plan"]), list(a["unames"]), dict(a["boots"]), a["logdir"],
                 a["hypervisor"], float(a["booted"]), float(a["ready"]), dict(a["known"]), dict(a["lost"])),
             # (the boot wait's results, boot numbers, earlier) -> {variant: [lost boot]}
             "kablab_emulator_lost": lambda results, boots, known: domains.emulator_lost(

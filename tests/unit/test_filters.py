@@ -44,3 +44,9 @@ def test_named_field_filters(filters):
                                               "events": ["task-clock"], "binaries": {"syscall-mix": "ab" * 32}})
     assert text.splitlines()[0] == "binary\tsyscall-mix\t" + "ab" * 32
     assert filters["kablab_input_check"]({"kablab_runs": "0"}) == ["kablab_runs must be an integer 1..1000 (got '0')"]
+    # the fields roles/guest_domain/tasks/facts.yml passes
+    entry = {"name": "kablab-stock", "variant": "stock", "port": 10022, "ssh": ["ssh"], "cmdline": "quiet"}
+    guests = filters["kablab_guests_record"]({
+        "plan": [entry], "unames": ["6.1.0-kablab-stock #1 SMP"], "boots": {"stock": 3}, "logdir": "/l",
+        "hypervisor": "localhost", "booted": "10", "ready": "17.5", "known": {}, "lost": {}})
+    assert guests["stock"]["uname_r"] == "6.1.0-kablab-stock" and guests["stock"]["boot"] == 3
