@@ -37,11 +37,6 @@ def plan_boots(variants: list[str], rounds: int, seed: int, hosts: list[str]) ->
     return plan
 
 
-def host_boots(plan: list[dict[str, Any]], host: str) -> list[dict[str, Any]]:
-    """The boots one host runs, in plan order."""
-    return [b for b in plan if b["host"] == host]
-
-
 TRUE_WORDS = ("true", "yes", "on", "1")
 FALSE_WORDS = ("false", "no", "off", "0")
 

@@ -10,7 +10,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from kablab.lab import bootrun, domains, inputs  # noqa: E402
 from kablab.remote.doctor import provenance as doctor_provenance  # noqa: E402
 from kablab.lab.kcache import build_times, du_freed, kernel_entries, merge_manifest, prune_decision  # noqa: E402
-from kablab.lab.plan import LANE_VARS, campaign_workloads, host_boots, lanes, plan_boots, tlb_model_decision  # noqa: E402
+from kablab.lab.plan import LANE_VARS, campaign_workloads, lanes, plan_boots, tlb_model_decision  # noqa: E402
 from kablab.lab.validate import input_errors, workload_spec  # noqa: E402
 
 
@@ -46,7 +46,6 @@ class FilterModule:
         return {
             # {variants, rounds, seed, hosts} -> the boot plan
             "kablab_plan": lambda a: plan_boots(list(a["variants"]), int(a["rounds"]), int(a["seed"]), list(a["hosts"])),
-            "kablab_host_boots": host_boots,
             # variable names -> those a lane takes over from its hypervisor
             "kablab_lane_var_names": lambda names: [n for n in names if n in LANE_VARS],
             # {hosts, settings, model_on, cpus, host_vars} -> the lanes boots are dealt to

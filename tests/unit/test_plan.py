@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kablab.lab.plan import campaign_workloads, host_boots, lanes, plan_boots, tlb_model_decision
+from kablab.lab.plan import campaign_workloads, lanes, plan_boots, tlb_model_decision
 
 V = ["stock", "grouped", "split4k"]
 
@@ -49,13 +49,6 @@ def test_old_modulo_dealing_is_gone():
         plan = plan_boots(["a", "b"], 4, seed, ["h1", "h2"])
         for v in ("a", "b"):
             assert {b["host"] for b in plan if b["variant"] == v} == {"h1", "h2"}
-
-
-def test_host_boots_keeps_plan_order():
-    plan = plan_boots(V, 2, 1, ["a", "b"])
-    mine = host_boots(plan, "a")
-    assert mine == [b for b in plan if b["host"] == "a"]
-    assert [b["order_index"] for b in mine] == sorted(b["order_index"] for b in mine)
 
 
 @pytest.mark.parametrize("args, msg", [
