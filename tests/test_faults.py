@@ -1,4 +1,4 @@
-"""Issue 7: bad input and faults cost a clear message and nothing else.
+"""Bad input and faults cost a clear message and nothing else.
 
 Every case records how it was injected, what the user saw and what was
 kept; tests/conftest.py writes the table to docs/reliability.md."""
@@ -39,7 +39,7 @@ BAD_INPUT = [
      "kablab_variants: series 'nosuch' has no directory (existing series: ['common', 'grouped', 'split4k'])"),
     ("bad guest memory", {"guest_domain_memory_mib": 12}, "guest_domain_memory_mib must be an integer 256..262144 (got 12)"),
     ("bad vCPU count", {"guest_domain_vcpus": 0}, "guest_domain_vcpus must be an integer 1..64 (got 0)"),
-    # issue 22
+    # inputs a new user tried that the first checks let through
     ("workload argument out of range", {"workload_syscall_mix_args": {"smoke": ["--read-bytes", "-5"]}},
      "workload_syscall_mix_args[smoke]: syscall-mix rejects its arguments ['--read-bytes', '-5', '--seed', '1']: "
      "syscall-mix: error: --read-bytes: '-5' is not a non-negative integer"),
@@ -130,7 +130,7 @@ def test_kernel_that_does_not_compile_names_the_error(kernels, tmp_path):
 # impossible root= and panics at boot. The first attempt is killed with
 # SIGKILL as soon as a result exists; the second resumes it. While the
 # second holds the domain prefix, a third campaign on the same cache is
-# started and must stop at once (issue 22).
+# started and must stop at once.
 
 PANIC = {**STOCK, "name": "panicboot", "build_from": "stock", "cmdline": "root=/dev/nonexistent"}
 FAULT_WORKLOADS = ["syscall-mix", "fork-exec", "fault-inject"]
@@ -414,7 +414,7 @@ def test_corrupt_result_is_named_and_excluded(fault_campaign, tmp_path):
                 "the file is excluded from every table; a resume measures that block again")
 
 
-# --------------------------------------------------------------- two campaigns, one cache (issue 22)
+# --------------------------------------------------------------- two campaigns, one cache
 
 def test_second_campaign_stops_at_once_and_the_first_completes(fault_campaign):
     """A campaign holds the domain prefix for its whole run: a second one in

@@ -1,4 +1,4 @@
-"""Issues 9 and 23: the grouped-pages port keeps module/BPF permission
+"""The grouped-pages port keeps module/BPF permission
 changes from fragmenting the direct map; same churn binary, same seed, stock
 vs grouped, on a guest aged (pipe-fragmenter) so that few free 2 MB blocks
 remain.  Direct-map growth is measured from the first userspace snapshot:

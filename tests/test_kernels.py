@@ -1,4 +1,4 @@
-"""Issue 3: the variant kernels build once, boot, and have the direct map they claim."""
+"""The variant kernels build once, boot, and have the direct map they claim."""
 from __future__ import annotations
 
 import hashlib

@@ -1,4 +1,4 @@
-"""Issue 7, security: nothing the lab runs on the host loads code into the
+"""Security: nothing the lab runs on the host loads code into the
 host kernel or changes its settings; campaign keys stay private."""
 from __future__ import annotations
 

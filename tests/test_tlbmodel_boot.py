@@ -1,4 +1,4 @@
-"""Booted check of the TLB model (issue #26): two guests each of stock and
+"""Booted check of the TLB model: two guests each of stock and
 split4k and one of grouped, each with the plugin, one vCPU and
 kablab.results.tlbmodel.REPLAY_QEMU_ARGS (-icount shift=0,sleep=off, the CMOS clock
 on virtual time from a fixed date, a fixed RNG seed), one direct-map walk

@@ -1,4 +1,4 @@
-"""Input checks run once in preflight (issue 22).
+"""Input checks run once in preflight, before any work starts.
 
 Each check returns a list of messages; an empty list means the input is
 good. A message names the variable, the bad value and what is allowed.

@@ -1,4 +1,4 @@
-"""Per-resource locks (issue 22): fcntl.flock on a file per cache entry or
+"""Per-resource locks: fcntl.flock on a file per cache entry or
 domain prefix, so two runs never build the same kernel or image key at once
 and two campaigns never drive the same domains.
 

@@ -1,4 +1,4 @@
-"""Report v2 (issue #21) on synthetic campaigns: the verdict matrix first, the
+"""The report on synthetic campaigns: the verdict matrix first, the
 direct-map panel, the TLB matrix, provenance, summary.txt and the compare CLI."""
 
 from __future__ import annotations

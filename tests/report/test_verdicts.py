@@ -1,5 +1,5 @@
-"""Verdicts v2 (issue #39) on synthetic campaigns, beside the A/A and shift tests
-of test_synthetic.py: one test (or two) per finding of the issue.
+"""Verdicts v2 on synthetic campaigns, beside the A/A and shift tests of
+test_synthetic.py: one test (or two) per requirement below.
 
 1. one bad run must not move its boot; 2. a bad boot is named on the first
 screen, with the verdicts without it; 3. no noise floor, the noise round-adjusted;

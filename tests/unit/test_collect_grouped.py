@@ -1,4 +1,4 @@
-"""kablab.results.collect: the grouped page cache counters (issue 23) the guest
+"""kablab.results.collect: the grouped page cache counters the guest
 runner snapshots around every block of a kernel that has them."""
 from __future__ import annotations
 

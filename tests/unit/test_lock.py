@@ -1,4 +1,4 @@
-"""kablab.remote.lock: per-resource flock locks (issue 22)."""
+"""kablab.remote.lock: per-resource flock locks."""
 from __future__ import annotations
 
 import os

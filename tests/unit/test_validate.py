@@ -1,5 +1,5 @@
-"""kablab.lab.validate: the preflight checks of issue 22, and the domain XML
-template's escaping."""
+"""kablab.lab.validate: the preflight checks, and the domain XML template's
+escaping."""
 from __future__ import annotations
 
 import uuid
