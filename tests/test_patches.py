@@ -27,11 +27,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from kablabtest import REPO
+from kablab.lab import kbuild
+from kablabtest import CACHE, REPO
 
 PATCHES = REPO / "kernel-patches"
 VARIANTS_YML = REPO / "inventory/group_vars/all/variants.yml"
-CACHE = Path(os.environ.get("KABLAB_CACHE_DIR", Path.home() / ".cache" / "kablab"))
 PRISTINE = CACHE / "src" / "linux-source-6.1"
 
 CHECKPATCH_TOTAL = re.compile(r"^total: (\d+) errors, (\d+) warnings", re.M)
@@ -44,9 +44,11 @@ def series_dirs() -> list[str]:
     return sorted(d.name for d in PATCHES.iterdir() if d.is_dir() and d.name != "configs")
 
 
-def series_patches(series: str, base: Path = PATCHES) -> list[Path]:
-    """The patches of a series in apply order, as kablab-kernel-build picks them."""
-    return sorted(p for p in (base / series).glob("*.patch") if not p.name.startswith("0000-"))
+def series_patches(*series: str) -> list[Path]:
+    """The patches of these series in apply order: the list the build glue
+    applies (kablab.lab.kbuild.patch_files)."""
+    return kbuild.patch_files(kbuild.Spec(cache=CACHE, source=PRISTINE, source_version="", patches=PATCHES,
+                                          variant="test", series=list(series), profile="ci"))
 
 
 def variants() -> list[dict]:
@@ -205,7 +207,7 @@ def test_series_applies_alone(series, pristine, scratch):
 @pytest.mark.parametrize("variant", variant_ids())
 def test_variant_series_apply_in_order(variant, pristine, scratch):
     v = next(v for v in variants() if v["name"] == variant)
-    patches = [p for s in v.get("series", []) for p in series_patches(s)]
+    patches = series_patches(*v.get("series", []))
     failed, msg = apply_in_order(scratch, pristine, patches)
     assert failed is None, (f"variant {variant} (series {v.get('series')}): "
                             f"{failed.relative_to(PATCHES)} does not apply:\n{msg}")
