@@ -47,6 +47,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kablab.util import atomic_write_json
+
 # Bump when the build procedure changes what it produces (make targets or
 # variables, the config steps, what the result directory holds): every key
 # changes and every kernel is rebuilt. Edits that do not change the output
@@ -315,7 +317,7 @@ def trim_config(spec: Spec, tree: Path) -> dict:
     config.write_text(text)
     record = {"modules_file": spec.modules_file.name, "kept": keep, "accepted_losses": accepted,
               "trimmed": len(trimmed)}
-    write_json_atomic(tree / "_build" / TRIM_RECORD, record)
+    atomic_write_json(tree / "_build" / TRIM_RECORD, record)
     return record
 
 
@@ -336,7 +338,7 @@ def check_trim(tree: Path) -> dict:
     record["core_builtins_lost"] = losses["core"]
     record["builtins_lost_with_drivers"] = len(losses["drivers"])
     record["modules_left"] = len(_MODULE_LINE.findall((build / ".config").read_text()))
-    write_json_atomic(build / TRIM_RECORD, record)
+    atomic_write_json(build / TRIM_RECORD, record)
     return record
 
 
@@ -365,21 +367,6 @@ def build_record(spec: Spec, *, key: str, tree: str, release: str, config: Path,
         "donor": donor or None,
         "built_at": now.strftime("%Y-%m-%dT%H:%M:%SZ"),
     }
-
-
-def write_json_atomic(path: Path, data: dict) -> None:
-    """Write path so a reader sees the old file or the whole new one, never
-    a part: a temporary file beside it, flushed, renamed over it."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=1)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
 
 
 def shell_assignments(values: dict) -> str:
@@ -466,7 +453,7 @@ def main(argv: list[str] | None = None) -> int:
             tools = toolchain()
             key = a.key or build_key(key_inputs(spec, tools))
             seconds = time.time() - a.start
-            write_json_atomic(a.out / "build.json", build_record(
+            atomic_write_json(a.out / "build.json", build_record(
                 spec, key=key, tree=a.tree, release=a.release, config=a.out / "config", tools=tools,
                 seconds=seconds, donor=a.donor_name))
             print(f"kablab: built {spec.variant}-{key} ({a.release}) in {seconds:.0f} s")

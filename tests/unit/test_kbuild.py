@@ -300,12 +300,13 @@ def test_build_record_has_the_real_records_fields(tmp_path):
                                donor="")["donor"] is None
 
 
-def test_write_json_atomic_replaces_whole_or_not_at_all(tmp_path):
+def test_records_are_written_whole_or_not_at_all(tmp_path):
+    """build.json and the trim record go through kablab.util.atomic_write_json."""
     path = tmp_path / "build.json"
-    kbuild.write_json_atomic(path, {"a": 1})
+    kbuild.atomic_write_json(path, {"a": 1})
     assert json.loads(path.read_text()) == {"a": 1}
     with pytest.raises(TypeError):
-        kbuild.write_json_atomic(path, {"a": object()})
+        kbuild.atomic_write_json(path, {"a": object()})
     assert json.loads(path.read_text()) == {"a": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["build.json"]
 
