@@ -165,7 +165,7 @@ def test_tlbmodel_boot_wrong_root_fails_with_reason(kernels, tmp_path):
     kernel image's 512 GiB) has no direct-map entry: the plugin's check at
     the first run start finds page_offset unmapped, every kernel walk of the
     runs faults, and the bench prints the reasons instead of figures. The
-    same records make kablab.collect fail the block (tests/report)."""
+    same records make kablab.results.collect fail the block (tests/report)."""
     stock = Path(kernels["stock"]["bzimage"]).parent
     root = tlbmodel.root_from_system_map((stock / "System.map").read_text()) + 0x1000
     p = subprocess.run(["nice", "-n", "10", str(REPO / "scripts/bench-tlbmodel"), "--kernels", "stock",

@@ -175,7 +175,7 @@ def _work(h: dict[str, Any] | None) -> dict[str, Any] | None:
 def _block_marks(raw: Path, warnings: list[str]) -> dict[str, Any] | None:
     """The runner's tlb.json: `base`, the first marker id of this block's
     runs (run n has base + n), and `cpu_flags`, the guarded CPU flags the
-    guest has (kablab.tlbmodel.GUARDED_FLAGS)."""
+    guest has (kablab.results.tlbmodel.GUARDED_FLAGS)."""
     text = _read(raw, TLB_MARKS)
     if text is None:
         return None
