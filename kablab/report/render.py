@@ -36,7 +36,8 @@ MODEL_BANNER = ("Modelled TLB, emulated time: the TLB figures come from the TLB 
 MODEL_CAVEATS = (
     "Modelled, not measured: a Golden Cove-like core (the parameters above) counts the "
     "translations, L1 misses and page walks (STLB misses) of the architecturally executed "
-    "kernel-half accesses of one vCPU, under QEMU TCG with -icount, on guests booted with "
+    "kernel-half accesses of one vCPU (no SMT sibling shares its TLB), under QEMU TCG with "
+    "-icount, on guests booted with "
     "nokaslr no5lvl nopcid norandmaps. No speculation, no TLB prefetch, no walk cost: walks "
     "are not comparable with perf's dTLB-load-misses, and the model gives no cycles. Compare "
     "kernels under one parameter set; absolute values depend on the geometry. L1 misses "
