@@ -10,7 +10,9 @@ import posixpath
 import re
 from typing import Any, Iterable, Mapping
 
-_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
+from kablab.lab.inputs import VARIANT_NAME
+
+_NAME = re.compile(f"^{VARIANT_NAME}$")
 _PREFIX = re.compile(r"^[a-z][a-z0-9-]*$")
 
 

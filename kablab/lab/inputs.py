@@ -24,6 +24,8 @@ TRUE_WORDS = ("true", "yes", "on", "1")
 FALSE_WORDS = ("false", "no", "off", "0")
 CPUSET = r"[0-9]+([-,][0-9]+)*"
 PLUGIN_ARGS = r"([a-z0-9_]+=[A-Za-z0-9:]+(,[a-z0-9_]+=[A-Za-z0-9:]+)*)?"
+# A variant name: a directory, domain and file name part (kbuild, domains).
+VARIANT_NAME = r"[a-z0-9][a-z0-9_-]*"
 MEMORY_BACKINGS = ("default", "memfd", "memfd-thp", "hugetlbfs-2M", "hugetlbfs-1G", "hugepages")
 
 

@@ -47,6 +47,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kablab.lab.inputs import VARIANT_NAME
 from kablab.util import atomic_write_json
 
 # Bump when the build procedure changes what it produces (make targets or
@@ -60,7 +61,7 @@ KEY_HEX_DIGITS = 16
 SOURCE_PACKAGE = "linux-source-6.1"
 DISTRO_BASE_CONFIG = Path("/usr/src/linux-config-6.1/config.amd64_none_amd64.xz")
 PROFILES = ("ci", "distro")
-VARIANT_RE = re.compile(r"[a-z0-9][a-z0-9_-]*")
+VARIANT_RE = re.compile(VARIANT_NAME)
 # A Kconfig fragment line that sets something; the rest (comments, blank
 # lines) does not reach .config.
 _CONFIG_LINE = re.compile(r"CONFIG_\w+=.*|# CONFIG_\w+ is not set")
@@ -112,7 +113,7 @@ class Spec:
 def check(spec: Spec) -> None:
     """Raise InputError for the first input that cannot build."""
     if not VARIANT_RE.fullmatch(spec.variant):
-        raise InputError(f"variant name '{spec.variant}' must match [a-z0-9][a-z0-9_-]*")
+        raise InputError(f"variant name '{spec.variant}' must match {VARIANT_NAME}")
     if spec.profile not in PROFILES:
         raise InputError(f"unknown config profile '{spec.profile}' (allowed: {', '.join(PROFILES)})")
     if not spec.source.is_dir():
