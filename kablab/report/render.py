@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import io
+import shlex
 from dataclasses import asdict
 from datetime import datetime, timezone
 from pathlib import Path
@@ -351,12 +352,16 @@ def provenance(camp: Campaign, an: Analysis) -> dict[str, Any]:
             "build_keys": sorted({_str(r["kernel"].get("key")) for r in rs}),
         }
     binaries: dict[str, set[str]] = {}
+    argvs: dict[str, set[str]] = {}
     replaced = sorted({(r["variant"], _str(r["guest"].get("boot")), _str(r["host"].get("name")),
                         int(lost.get("boot", 0)), _str(lost.get("libvirt_state")),
                         _str(lost.get("console_log_campaign")))
                        for r in camp.results for lost in r["guest"].get("emulator_lost") or []})
     for r in camp.results:
         binaries.setdefault(r["workload"], set()).add(_str(r["binary"].get("sha256")))
+        # the argv as the guest ran it (a list, never split by a shell),
+        # quoted only for reading
+        argvs.setdefault(r["workload"], set()).add(shlex.join(r["binary"].get("args") or []))
 
     def uniq(f) -> list[str]:  # type: ignore[no-untyped-def]
         return sorted({_str(f(r)) for r in camp.results}) or ["n/a"]
@@ -366,6 +371,7 @@ def provenance(camp: Campaign, an: Analysis) -> dict[str, Any]:
     return {
         "kernels": kernels,
         "binaries": {wl: sorted(s) for wl, s in sorted(binaries.items())},
+        "argvs": {wl: sorted(s) for wl, s in sorted(argvs.items())},
         "accel": uniq(lambda r: r["host"].get("accel")),
         "host_cpu": uniq(lambda r: r["host"].get("cpu_model")),
         "host_kernel": uniq(lambda r: r["host"].get("kernel")),

@@ -3,6 +3,7 @@ direct-map panel, the TLB matrix, provenance, summary.txt and the compare CLI.""
 
 from __future__ import annotations
 
+import json
 import re
 from html.parser import HTMLParser
 from pathlib import Path
@@ -273,6 +274,19 @@ def test_provenance_without_none(synth: Path, rendered: Path) -> None:
     assert "#5555eeee6666ffff" in by["split4k"][1] and "sha256 " + "1111aaaa2222bbbb" * 4 \
         in by["stock"][3]
     assert "variant:" not in html
+
+
+def test_each_workload_s_argv_is_shown(tmp_path: Path) -> None:
+    """The argv each workload ran with, from a real campaign's results, in
+    the provenance table beside its binary's sha256."""
+    import shutil
+    camp = tmp_path / "c"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "fixtures" / "model-campaign", camp)
+    render_campaign(load_campaign(camp))
+    rows = {r[0]: r for r in parse((camp / "index.html").read_text(encoding="utf-8")).tables["prov-binaries"][1:]}
+    churn = json.loads(next((camp / "results" / "stock").glob("module-bpf-churn-*.json")).read_text())
+    assert " ".join(churn["binary"]["args"]) == rows["module-bpf-churn"][2]
+    assert "--module-loads" in rows["module-bpf-churn"][2] and "--seed 1" in rows["pagecache-read"][2]
 
 
 def test_qemu_libvirt_versions_where_present(tmp_path: Path) -> None:
