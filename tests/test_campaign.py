@@ -22,7 +22,8 @@ from pathlib import Path
 import pytest
 
 from kablabtest import (REPO, PlaybookRun, console_lines, guest_images, kernel_builds, record_case, report_probe,
-                        report_screenshot, run_command, run_playbook, stopped_on_error)
+                        report_screenshot, run_command, run_playbook, start_command,
+                        stopped_on_error)
 
 VARIANTS = ["stock", "grouped", "split4k"]
 
@@ -124,12 +125,25 @@ def smoke_campaign(kernels, reports) -> dict:
                               + first_log.read_text(errors="replace")[-3000:])
     campaign = (reports / "latest").resolve()
     before = work_state(campaign)
+    left_running = running_domains()
     resumed_start = time.time()
-    resumed = make_smoke(reports)
+    resumed_log = reports.with_name(reports.name + "-resumed-make-smoke.log")
+    second = start_command(make_smoke_cmd(reports), resumed_log)
+    # The most guests the resume had running at one moment (one per lane).
+    most_at_once: list[str] = []
+    with stopped_on_error([second]):
+        while second.poll() is None and time.time() < deadline + 3600:
+            running = running_domains()
+            if len(running) > len(most_at_once):
+                most_at_once = running
+            time.sleep(2)
+        second.wait(timeout=300)
+    resumed = PlaybookRun(second.returncode, resumed_log.read_text(errors="replace"))
     resumed_s = time.time() - resumed_start
     assert resumed.rc == 0, resumed.output[-5000:]
     return {"dir": campaign, "reports": reports, "interrupted_with": interrupted_with, "both_running": both_running,
-            "first_output": first_log.read_text(errors="replace"),
+            "first_output": first_log.read_text(errors="replace"), "left_running": left_running,
+            "most_at_once": most_at_once,
             "resumed": resumed, "resumed_s": resumed_s, "before_resume": before}
 
 
@@ -151,6 +165,14 @@ def test_campaign_has_every_result_once(smoke_campaign):
         assert doc["primary_metric"] in doc["runs"][0]["metrics"], (f, doc["primary_metric"])
     print(f"interrupted after {smoke_campaign['interrupted_with']} results; resume took "
           f"{smoke_campaign['resumed_s']:.0f} s")
+
+
+def test_resume_stops_the_guests_the_killed_run_left(smoke_campaign):
+    """The killed run's guests do not share the CPUs with the resume: at no
+    moment did the resume have more guests running than lanes."""
+    print(f"left running by the killed run: {smoke_campaign['left_running']}; "
+          f"the most the resume ran at once: {smoke_campaign['most_at_once']}")
+    assert len(smoke_campaign["most_at_once"]) <= 2, smoke_campaign["most_at_once"]
 
 
 def test_resume_ran_only_what_was_missing(smoke_campaign):
