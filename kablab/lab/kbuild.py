@@ -75,6 +75,8 @@ _CONFIG_LINE = re.compile(r"CONFIG_\w+=.*|# CONFIG_\w+ is not set")
 CORE_KCONFIG_DIRS = ("arch", "block", "init", "kernel", "mm", "security", "virt")
 _KCONFIG_DEF = re.compile(r"^\s*(?:menu)?config\s+(\w+)\s*$", re.M)
 _MODULE_LINE = re.compile(r"^CONFIG_(\w+)=m$", re.M)
+# A format-patch Subject: "[PATCH v3 1/3] ..." is version 3, "[PATCH 1/2]" version 1.
+_SUBJECT = re.compile(r"^Subject: \[(?:RFC )?PATCH(?: v(\d+))?[ \]]", re.M)
 _BUILTIN_LINE = re.compile(r"^CONFIG_(\w+)=y$", re.M)
 
 
@@ -125,7 +127,7 @@ def check(spec: Spec) -> None:
         raise InputError(f"config fragment {spec.fragment} is missing")
     if spec.modules_file.is_file():
         modules_policy(spec.modules_file)
-    patch_files(spec)
+    series_versions(spec)
 
 
 def patch_files(spec: Spec) -> list[Path]:
@@ -138,6 +140,23 @@ def patch_files(spec: Spec) -> list[Path]:
             raise InputError(f"variant {spec.variant}: series '{s}' has no directory {d}")
         files += sorted(p for p in d.glob("*.patch") if not p.name.startswith("0000-"))
     return files
+
+
+def series_versions(spec: Spec) -> dict[str, str]:
+    """Each series' version ("v3") as its patches' Subject lines give it. The
+    report names it beside the build key, so that an A/B of an old series is
+    never read as the current one's. A series whose patches disagree, or a
+    patch without a [PATCH ...] subject, is an InputError."""
+    versions: dict[str, str] = {}
+    for p in patch_files(spec):
+        m = _SUBJECT.search(p.read_text(errors="replace"))
+        if m is None:
+            raise InputError(f"{p}: no 'Subject: [PATCH ...]' line (make patches with git format-patch)")
+        v = f"v{m[1] or 1}"
+        first = versions.setdefault(p.parent.name, v)
+        if v != first:
+            raise InputError(f"series {p.parent.name}: {p.name} is {v} but the patches before it are {first}")
+    return versions
 
 
 def sha256_file(path: Path) -> str:
@@ -357,6 +376,7 @@ def build_record(spec: Spec, *, key: str, tree: str, release: str, config: Path,
         "release": release,
         "uname_v_prefix": f"#{key}",
         "series": series_record(spec),
+        "series_versions": series_versions(spec),
         "config_profile": spec.profile,
         "config_sha256": sha256_file(config),
         "kconfig": list(spec.kconfig),

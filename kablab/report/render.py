@@ -327,7 +327,7 @@ def _versions(r: dict[str, Any], keys: tuple[str, ...]) -> str | None:
 
 
 def provenance(camp: Campaign, an: Analysis) -> dict[str, Any]:
-    """Per kernel: release, series and patch sha256s, Kconfig lines, config hash,
+    """Per kernel: release, build key, series versions and patch sha256s, Kconfig lines, config hash,
     the cmdline the guest saw (`guest.cmdline`; build.json has no cmdline), uname;
     host, accel, QEMU and libvirt versions where the results carry them; the
     binaries' sha256. Missing values read "n/a", never "None"."""
@@ -339,6 +339,9 @@ def provenance(camp: Campaign, an: Analysis) -> dict[str, Any]:
             "release": _str(k.get("release")),
             "source": " ".join(x for x in (k.get("source_package"), k.get("source_version")) if x)
             or "n/a",
+            # recorded since grouped v3; older builds say so instead of guessing
+            "series_versions": ", ".join(f"{name} {ver}" for name, ver in (k.get("series_versions") or {}).items())
+            or "series versions not recorded (built before kbuild recorded them)",
             "series": [{"name": f"{_str(p.get('series'))}/{_str(p.get('file'))}",
                         "sha256": _str(p.get("sha256"))} for p in k.get("series") or []],
             "kconfig": list(k.get("kconfig") or []),

@@ -273,6 +273,9 @@ def test_provenance_without_none(synth: Path, rendered: Path) -> None:
     assert "rodata=full" in by["split4k"][4] and "console=ttyS0" in by["stock"][4]
     assert "#5555eeee6666ffff" in by["split4k"][1] and "sha256 " + "1111aaaa2222bbbb" * 4 \
         in by["stock"][3]
+    # the series version beside the build key; a build that predates the record says so
+    assert "3333cccc4444dddd" in by["grouped"][1] and by["grouped"][2].startswith("common v1, grouped v3")
+    assert by["split4k"][2].startswith("series versions not recorded")
     assert "variant:" not in html
 
 

@@ -171,6 +171,21 @@ def test_bad_inputs_are_named(change, message):
         kbuild.describe(s, TOOLS)
 
 
+def test_series_versions_come_from_the_patch_subjects(patches):
+    assert {v: kbuild.series_versions(spec(v)) for v in VARIANTS} == {
+        "stock": {"common": "v1"}, "grouped": {"common": "v1", "grouped": "v2"},
+        "split4k": {"common": "v1", "split4k": "v1"}}
+    # one patch of a series resent as v3 alone is a mixed series: named, before any work
+    victim = sorted((patches / "grouped").glob("0002-*.patch"))[0]
+    victim.write_text(victim.read_text().replace("[PATCH v2 2/3]", "[PATCH v3 2/3]", 1))
+    with pytest.raises(kbuild.InputError, match=f"series grouped: {victim.name} is v3 but the patches "
+                                                "before it are v2"):
+        kbuild.describe(spec("grouped", patches), TOOLS)
+    victim.write_text(victim.read_text().replace("Subject: [PATCH v3 2/3]", "Subject: vmalloc", 1))
+    with pytest.raises(kbuild.InputError, match="no 'Subject: \\[PATCH ...\\]' line"):
+        kbuild.describe(spec("grouped", patches), TOOLS)
+
+
 def test_cli_bad_input_exits_2_with_one_error_line(tmp_path):
     proc = subprocess.run(["/usr/bin/python3", "-m", "kablab.lab.kbuild", "key", "--cache", str(tmp_path),
                            "--source", str(tmp_path), "--source-version", "1", "--patches",
@@ -286,9 +301,10 @@ def test_build_record_has_the_real_records_fields(tmp_path):
     record = kbuild.build_record(s, key=real["key"], tree=real["tree"], release=real["release"], config=config,
                                  tools=TOOLS, seconds=12.34, donor="stock-328b24f0b83f5df3",
                                  now=datetime.datetime(2026, 12, 5, 9, 0, tzinfo=datetime.timezone.utc))
-    # the real record's fields, "seeded_from" renamed "donor", plus linker, recipe and the
-    # distro profile's module trim (null for ci)
-    assert set(record) == (set(real) - {"seeded_from"}) | {"donor", "linker", "recipe", "modules_trim"}
+    # the real record's fields, "seeded_from" renamed "donor", plus linker, recipe, the
+    # distro profile's module trim (null for ci) and the series versions
+    assert set(record) == (set(real) - {"seeded_from"}) | {"donor", "linker", "recipe", "modules_trim",
+                                                           "series_versions"}
     assert record["modules_trim"] is None
     same = ("variant", "key", "tree", "objdir", "source_package", "source_version", "release",
             "uname_v_prefix", "series", "config_profile", "kconfig", "compiler")
