@@ -24,9 +24,11 @@ VARIANTS = {"stock": (["common"], []),
             "grouped": (["common", "grouped"], ["CONFIG_VMALLOC_GROUP_PAGES=y"]),
             "split4k": (["common", "split4k"], [])}
 
-# The record of a build of today's patches, where the series changed since
-# the consistent cache snapshot above (recorded from the grouped v2 build).
-CURRENT_RECORD = {"grouped": "grouped-v2.build.json"}
+# The records of builds of today's patches, where the series changed since
+# the consistent cache snapshot above: grouped v3 and, for its reworded
+# common changelog, stock and split4k (recorded from those builds).
+CURRENT_RECORD = {v: f"{v}-{key}.build.json" for v, key in (
+    ("stock", "037c3fd7455b53ad"), ("grouped", "ec7854c2b4c81afb"), ("split4k", "28b3eb6b2a07e552"))}
 
 def spec(variant: str = "grouped", patches: Path = REPO / "kernel-patches", source: Path = REPO,
          cache: Path = Path("/nonexistent-cache"), **kw) -> Spec:
@@ -51,9 +53,9 @@ def test_key_inputs_name_every_real_patch_in_apply_order():
     inputs = kbuild.key_inputs(spec("grouped"), TOOLS)
     patch_lines = [line.split()[1] for line in inputs if line.startswith("patch ")]
     assert patch_lines == ["common/0001-mm-secretmem-make-it-on-by-default.patch",
-                           "grouped/0001-mm-list_lru-add-list_lru_get_mru.patch",
-                           "grouped/0002-mm-vmalloc-group-pages-of-permissioned-vmallocs-on-t.patch",
-                           "grouped/0003-x86-module-group-module_alloc-pages-on-the-direct-ma.patch"]
+                           "grouped/0001-mm-vmalloc-group-pages-of-permissioned-vmallocs-on-t.patch",
+                           "grouped/0002-mm-vmalloc-count-what-the-grouped-page-cache-does.patch",
+                           "grouped/0003-x86-module-Group-module_alloc-pages-on-the-direct-ma.patch"]
     assert "kconfig CONFIG_VMALLOC_GROUP_PAGES=y" in inputs
     assert f"recipe={kbuild.BUILD_RECIPE_VERSION}" in inputs
     assert not any("cover-letter" in line for line in inputs)
@@ -173,15 +175,15 @@ def test_bad_inputs_are_named(change, message):
 
 def test_series_versions_come_from_the_patch_subjects(patches):
     assert {v: kbuild.series_versions(spec(v)) for v in VARIANTS} == {
-        "stock": {"common": "v1"}, "grouped": {"common": "v1", "grouped": "v2"},
+        "stock": {"common": "v1"}, "grouped": {"common": "v1", "grouped": "v3"},
         "split4k": {"common": "v1", "split4k": "v1"}}
-    # one patch of a series resent as v3 alone is a mixed series: named, before any work
+    # one patch of a series resent as v4 alone is a mixed series: named, before any work
     victim = sorted((patches / "grouped").glob("0002-*.patch"))[0]
-    victim.write_text(victim.read_text().replace("[PATCH v2 2/3]", "[PATCH v3 2/3]", 1))
-    with pytest.raises(kbuild.InputError, match=f"series grouped: {victim.name} is v3 but the patches "
-                                                "before it are v2"):
+    victim.write_text(victim.read_text().replace("[PATCH v3 2/3]", "[PATCH v4 2/3]", 1))
+    with pytest.raises(kbuild.InputError, match=f"series grouped: {victim.name} is v4 but the patches "
+                                                "before it are v3"):
         kbuild.describe(spec("grouped", patches), TOOLS)
-    victim.write_text(victim.read_text().replace("Subject: [PATCH v3 2/3]", "Subject: vmalloc", 1))
+    victim.write_text(victim.read_text().replace("Subject: [PATCH v4 2/3]", "Subject: vmalloc", 1))
     with pytest.raises(kbuild.InputError, match="no 'Subject: \\[PATCH ...\\]' line"):
         kbuild.describe(spec("grouped", patches), TOOLS)
 
@@ -279,7 +281,9 @@ def test_settings_name_the_donor_only_for_a_build(tmp_path):
     assert build["donor_name"].startswith("split4k-") and build["donor_tree"].startswith(str(tmp_path / "trees"))
     assert kbuild.settings(s, "build", "none", 2, TOOLS)["donor_name"] == ""
     assert kbuild.settings(s, "config", "auto", 2, TOOLS)["donor_name"] == ""
-    assert build["out"] == str(kernels / build["name"]) and build["cached"] == 0
+    # the cache holds the record of a build of today's split4k patches, under the key computed here
+    assert build["out"] == str(kernels / build["name"]) and build["cached"] == 1
+    assert build["name"] == "split4k-" + json.loads((FIXTURES / CURRENT_RECORD["split4k"]).read_text())["key"]
     assert build["patch_files"] == [str(p) for p in kbuild.patch_files(s)]
 
 
@@ -341,7 +345,7 @@ def test_record_cli_writes_build_json(tmp_path):
     assert proc.stdout.startswith("kablab: built stock-0123456789abcdef (6.1.192-kablab-stock) in ")
     record = json.loads((out / "build.json").read_text())
     assert record["key"] == "0123456789abcdef" and record["donor"] is None
-    assert record["series"] == json.loads((FIXTURES / "stock.build.json").read_text())["series"]
+    assert record["series"] == json.loads((FIXTURES / CURRENT_RECORD["stock"]).read_text())["series"]
     assert sorted(p.name for p in out.iterdir()) == ["build.json", "config"]
 
 
