@@ -1,4 +1,4 @@
-"""Issue 38: the kernel's own vmalloc and BPF suites, booted on stock and
+"""The kernel's own vmalloc and BPF suites, booted on stock and
 grouped (the ci kernels build both as modules; only the guest loads them).
 
 * lib/test_vmalloc drives the vmalloc paths the grouped series changes
