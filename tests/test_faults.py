@@ -198,7 +198,7 @@ def kill_booting_emulator(campaign_id: str, old: set[Path]) -> str | None:
     return None
 
 
-DOMAIN_LOCK = PUBLISH / "locks" / "domains-kablab.remote.lock"
+DOMAIN_LOCK = PUBLISH / "locks" / "domains-kablab.lock"
 
 
 def lock_owner(path: Path) -> int:
@@ -373,7 +373,7 @@ def test_crashed_and_hung_runs_are_excluded(fault_campaign):
     runs = r["runs"]
     assert len(runs) == RUNS
     assert [x["included"] for x in runs] == [True, False, True, False, True]
-    # the run's own status (runner.json), not the wrapper's exit 1 that hyperfine saw
+    # the run's own status (run-N.rc), not the wrapper's exit 1 that hyperfine saw
     assert (runs[1]["exit_code"], runs[1]["exclude_reason"]) == (139, "exit code 139 (SIGSEGV)")
     assert (runs[3]["exit_code"], runs[3]["exclude_reason"]) == (137, "exit code 137 (SIGKILL)")
     merged = json.loads((fault_campaign["dir"] / "results.json").read_text())
@@ -381,15 +381,20 @@ def test_crashed_and_hung_runs_are_excluded(fault_campaign):
     assert rows and {x["run_index"] for x in rows if x["included"]} == {0, 2, 4}, rows[:3]
     html = (fault_campaign["dir"] / "index.html").read_text()
     assert runs[1]["exclude_reason"] in html
-    raw = (fault_campaign["dir"] / "raw/stock/fault-inject-block0/stderr.log").read_text()
-    assert "[run 2] fault-inject: run 2 crashes (segv)" in raw and "Segmentation fault" in raw
-    assert "[run 4] Killed" in raw
+    # each run's own files, unjoined (raw/<variant>/<block>/run-N.*, N from 1)
+    raw = fault_campaign["dir"] / "raw/stock/fault-inject-block0"
+    crashed = (raw / "run-2.err").read_text()
+    assert "fault-inject: run 2 crashes (segv)" in crashed and "Segmentation fault" in crashed
+    # the timeout kills the run's whole process group: its status is the
+    # runner's, and its stderr ends where it hung
+    assert (raw / "run-4.rc").read_text().strip() == "137"
+    assert "fault-inject: run 4 hangs" in (raw / "run-4.err").read_text()
     assert kablab_leftovers() == []
     record_case("workload crashes (signal)", "fault-inject `--crash-runs 2` (raise SIGSEGV)",
-                "run 2 listed under 'Excluded runs' as 'exit code 139 (SIGSEGV)'; 'Segmentation fault' in its stderr",
+                "run 2 listed under 'Excluded runs' as 'exit code 139 (SIGSEGV)'; 'Segmentation fault' in its stderr (run-2.err)",
                 "the run's stderr in raw/; the other runs are the statistics")
     record_case("guest hangs (workload never returns)", "fault-inject `--hang-runs 4`, per-run timeout 10 s",
-                "run 4 killed in the guest after 10 s: 'exit code 137 (SIGKILL)', 'Killed' in its stderr, excluded", "the block and guest go on")
+                "run 4 killed in the guest after 10 s: 'exit code 137 (SIGKILL)', its stderr (run-4.err) ends at the hang, excluded", "the block and guest go on")
 
 
 def test_corrupt_result_is_named_and_excluded(fault_campaign, tmp_path):

@@ -68,7 +68,7 @@ def test_wait_with_timeout_gives_up_busy(tmp_path):
 
 
 def test_lock_of_a_killed_run_is_taken_over(tmp_path):
-    f = tmp_path / "domains-kablab.remote.lock"
+    f = tmp_path / "domains-kablab.lock"
     first = subprocess.Popen([PY, "-m", "kablab.remote.lock", "run", "--lock", str(f), "--what", "campaign",
                               "--", "sleep", "60"], cwd=REPO, start_new_session=True)
     for _ in range(100):
@@ -89,7 +89,7 @@ def test_lock_of_a_killed_run_is_taken_over(tmp_path):
 
 
 def test_hold_lasts_as_long_as_its_owner_and_is_reentrant(tmp_path):
-    f = tmp_path / "domains-kablab.remote.lock"
+    f = tmp_path / "domains-kablab.lock"
     owner = sleeper()
     try:
         held = lock_cli("hold", "--lock", str(f), "--what", "campaign on domains kablab-*", "--no-wait",
