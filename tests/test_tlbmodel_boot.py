@@ -27,6 +27,7 @@ busy loops, wrote the same run records byte for byte.
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
