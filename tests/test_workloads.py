@@ -29,7 +29,7 @@ BUILD = WL / "build"
 ALL = sorted(p.name for p in WL.iterdir()
              if p.is_dir() and p.name not in ("lib", "build")
              and (p / f"{p.name}.c").is_file())
-HOST_UNSAFE = {"module-bpf-churn", "secretmem-frag"}
+HOST_UNSAFE = {"module-bpf-churn", "secretmem-frag", "seccomp-stack"}
 
 # small, fast parameters for the workloads that are safe on the host
 HOST_SAFE = {
@@ -52,6 +52,7 @@ SIZE_OPTS = {
     "hackbench": ["--groups", "--fds", "--loops", "--msg-size"],
     "secretmem-frag": ["--regions", "--region-kib", "--file-mib"],
     "module-bpf-churn": ["--pipes", "--pipe-kib"],
+    "seccomp-stack": ["--filters", "--filter-len", "--procs", "--batch"],
     "pipe-pingpong": [],
     "fork-exec": [],
     "fault-inject": ["--hang-s"],
