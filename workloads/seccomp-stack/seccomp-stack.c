@@ -21,10 +21,17 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 
-/* seccomp_attach_filter() refuses a filter when its length plus, for every
- * filter already attached, that one's length + 4 exceeds MAX_INSNS_PER_PATH. */
+/*
+ * seccomp_attach_filter() refuses a filter when its length plus, for every
+ * filter already attached, that one's length + 4 exceeds MAX_INSNS_PER_PATH,
+ * lengths counted after the conversion to eBPF: bpf_convert_filter() adds 3
+ * instructions in front and makes the final return 2; every other
+ * instruction of these filters stays one (the compares use no negative
+ * immediate, which would cost one more).
+ */
 #define PATH_LIMIT 32768
 #define FILTER_PENALTY 4
+#define CONVERT_EXTRA 4
 
 static uint64_t filters = 16, filter_len = 128, procs = 4, batch = 8, tlb_mark;
 
@@ -66,7 +73,7 @@ static void make_filter(struct sock_filter *insn, uint64_t p, uint64_t f)
 
 	wl_rng_init(&r, wl_seed(), (p << 20) | f);
 	while (i + 4 < filter_len) {
-		uint32_t k1 = (uint32_t)wl_rng_next(&r), k2 = (uint32_t)wl_rng_next(&r);
+		uint32_t k1 = (uint32_t)wl_rng_next(&r), k2 = (uint32_t)wl_rng_next(&r) & 0x7fffffff;
 
 		insn[i++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
 							  fields[wl_rng_next(&r) % WL_ARRAY_SIZE(fields)]);
@@ -222,12 +229,13 @@ static void stop_all(pid_t *pid, uint64_t n)
 
 static int run(void)
 {
-	uint64_t path = filters * (filter_len + FILTER_PENALTY) - FILTER_PENALTY;
+	uint64_t path = filters * (filter_len + CONVERT_EXTRA + FILTER_PENALTY) - FILTER_PENALTY;
 
 	if (path > PATH_LIMIT)
 		wl_usage_error("--filters %" PRIu64 " of --filter-len %" PRIu64 " make a path of %" PRIu64
-			       " instructions (%d per filter after the first): the kernel allows %d",
-			       filters, filter_len, path, FILTER_PENALTY, PATH_LIMIT);
+			       " instructions (each filter + %d after conversion to eBPF, + %d after the "
+			       "first): the kernel allows %d", filters, filter_len, path, CONVERT_EXTRA,
+			       FILTER_PENALTY, PATH_LIMIT);
 	wl_param_u64("path_insns", path);
 	wl_param_u64("stack_insns_total", procs * filters * filter_len);
 	wl_param_u64("syscalls_per_iteration", procs * (batch + 2));
