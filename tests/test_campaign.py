@@ -25,7 +25,7 @@ from kablabtest import (REPO, PlaybookRun, console_lines, guest_images, kernel_b
                         report_screenshot, run_command, run_playbook, start_command,
                         stopped_on_error)
 
-VARIANTS = ["stock", "grouped", "split4k"]
+VARIANTS = ["stock", "grouped", "split4k", "jit2m"]
 
 
 def workloads(campaign: Path) -> list[str]:

@@ -13,7 +13,7 @@ import pytest
 
 from kablabtest import CACHE, REPO, boot, build_guest_tool, kablab_leftovers, meminfo, record_case, run_playbook
 
-VARIANTS = ["stock", "grouped", "split4k"]
+VARIANTS = ["stock", "grouped", "split4k", "jit2m"]
 
 BOOT_INIT = """
 mount -t proc proc /proc

@@ -13,7 +13,8 @@ from kablabtest import REPO
 
 FIXTURES = REPO / "tests" / "fixtures" / "kbuild"
 MANIFEST = json.loads((FIXTURES / "manifest-ci.json").read_text())
-RECORDS = {v: json.loads((FIXTURES / f"{v}.build.json").read_text()) for v in ("stock", "grouped", "split4k")}
+RECORDS = {v: json.loads((FIXTURES / f"{v}.build.json").read_text())
+           for v in ("stock", "grouped", "split4k", "jit2m")}
 VARIANTS = yaml.safe_load((REPO / "inventory/group_vars/all/variants.yml").read_text())["kablab_variants"]
 # tests/test_faults.py's variant: stock's kernel, another cmdline
 PANIC = {"name": "panicboot", "series": ["common"], "kconfig": [], "build_from": "stock",
@@ -51,7 +52,7 @@ def test_records_out_of_step_with_keys_are_refused():
 def test_manifest_keeps_earlier_variants_and_replaces_namesakes():
     new_stock = {**MANIFEST["stock"], "dir": f"{CACHE}/kernels/stock-0123456789abcdef"}
     merged = merge_manifest(MANIFEST, {"stock": new_stock, "aa": new_stock})
-    assert list(merged) == ["aa", "grouped", "panicboot", "split4k", "stock"]
+    assert list(merged) == ["aa", "grouped", "jit2m", "panicboot", "split4k", "stock"]
     assert merged["stock"] is new_stock and merged["grouped"] == MANIFEST["grouped"]
     assert merge_manifest(None, {"stock": new_stock}) == {"stock": new_stock}
 
@@ -116,7 +117,7 @@ def test_real_manifest_marks_real_builds_in_use():
     d = prune_decision(CACHE, paths, list(RECORDS.values()), [MANIFEST], [], 1)
     assert d["in_use"] == sorted(f"{n}-{r['key']}" for n, r in RECORDS.items())
     assert d["old"] == [] and d["kept"] == d["in_use"]
-    assert [b["group"] for b in d["builds"]] == ["grouped/ci", "split4k/ci", "stock/ci"]
+    assert [b["group"] for b in d["builds"]] == ["grouped/ci", "jit2m/ci", "split4k/ci", "stock/ci"]
 
 
 def test_du_freed_adds_only_the_removed_paths(tmp_path):
