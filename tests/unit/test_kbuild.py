@@ -22,13 +22,15 @@ TOOLS = {"compiler": "gcc (Debian 12.2.0-14+deb12u1) 12.2.0", "linker": "GNU ld 
 # The variants of inventory/group_vars/all/variants.yml.
 VARIANTS = {"stock": (["common"], []),
             "grouped": (["common", "grouped"], ["CONFIG_VMALLOC_GROUP_PAGES=y"]),
-            "split4k": (["common", "split4k"], [])}
+            "split4k": (["common", "split4k"], []),
+            "jit2m": (["common", "jit2m"], ["CONFIG_BPF_PROG_PACK_PMD=y"])}
 
-# The records of builds of today's patches, where the series changed since
-# the consistent cache snapshot above: grouped v3 and, for its reworded
-# common changelog, stock and split4k (recorded from those builds).
+# The records of builds of today's patches and config (ci.config with
+# seccomp filters and the page-table dump, jit2m's series), recorded from
+# those builds: the cache snapshot above predates both.
 CURRENT_RECORD = {v: f"{v}-{key}.build.json" for v, key in (
-    ("stock", "037c3fd7455b53ad"), ("grouped", "ec7854c2b4c81afb"), ("split4k", "28b3eb6b2a07e552"))}
+    ("stock", "4930831e807dfd87"), ("grouped", "7fc595e7e19534de"), ("split4k", "42ace255cab89b5f"),
+    ("jit2m", "9343beb39f40ce57"))}
 
 def spec(variant: str = "grouped", patches: Path = REPO / "kernel-patches", source: Path = REPO,
          cache: Path = Path("/nonexistent-cache"), **kw) -> Spec:
@@ -73,7 +75,7 @@ def test_patch_hashes_match_the_real_build_records():
 def test_key_is_stable_and_differs_per_variant():
     keys = {v: key(spec(v)) for v in VARIANTS}
     assert keys == {v: key(spec(v)) for v in VARIANTS}
-    assert len(set(keys.values())) == 3
+    assert len(set(keys.values())) == len(VARIANTS)
     assert all(len(k) == kbuild.KEY_HEX_DIGITS and int(k, 16) >= 0 for k in keys.values())
 
 
@@ -176,7 +178,7 @@ def test_bad_inputs_are_named(change, message):
 def test_series_versions_come_from_the_patch_subjects(patches):
     assert {v: kbuild.series_versions(spec(v)) for v in VARIANTS} == {
         "stock": {"common": "v1"}, "grouped": {"common": "v1", "grouped": "v3"},
-        "split4k": {"common": "v1", "split4k": "v1"}}
+        "split4k": {"common": "v1", "split4k": "v1"}, "jit2m": {"common": "v1", "jit2m": "v1"}}
     # one patch of a series resent as v4 alone is a mixed series: named, before any work
     victim = sorted((patches / "grouped").glob("0002-*.patch"))[0]
     victim.write_text(victim.read_text().replace("[PATCH v3 2/3]", "[PATCH v4 2/3]", 1))
