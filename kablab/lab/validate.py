@@ -132,9 +132,13 @@ def workload_spec(name: str, profile: str, seed, settings: dict, runs=3, warmup=
     metric = settings.get(prefix + "primary_metric")
     if not isinstance(metric, str) or not metric:
         return bad(f"{prefix}primary_metric must name the metric of the headline verdict (got {metric!r})")
+    # one measure, or a list: the first carries the workload's row of the
+    # modelled verdict matrix, the others follow it
     measure = settings.get(prefix + "model_measure", DEFAULT_MEASURE)
-    if measure not in MEASURE_NAMES:
-        return bad(f"{prefix}model_measure must be one of {list(MEASURE_NAMES)} (got {measure!r})")
+    measures = measure if isinstance(measure, list) else [measure]
+    if not measures or not all(isinstance(m, str) and m in MEASURE_NAMES for m in measures):
+        return bad(f"{prefix}model_measure must be one of {list(MEASURE_NAMES)} or a list of them "
+                   f"(got {measure!r})")
     prepare = settings.get(prefix + "prepare", "") or ""
     if not isinstance(prepare, str) or not re.fullmatch(r"[A-Za-z0-9_]*", prepare):
         return bad(f"{prefix}prepare must name a tasks file of roles/{prefix[:-1]}/tasks/ (got {prepare!r})")

@@ -348,8 +348,8 @@ def ratio_text(c: Comparison) -> tuple[str, str]:
 
 def model_matrix(camp: Campaign, an: Analysis, tm: dict[str, Any]) -> dict[str, Any] | None:
     """The first screen of a campaign with the TLB model: workload x kernel on
-    each workload's modelled measure (its result's `model_measure`, else
-    tlbmodel.DEFAULT_MEASURE) per unit of its work, from the tlb_matrix rows
+    each workload's modelled measures (its result's `model_measure`, one row
+    each, else tlbmodel.DEFAULT_MEASURE) per unit of its work, from the tlb_matrix rows
     (same per-boot values and tests: boots are the unit). None when no
     result of the campaign has modelled counts."""
     rows_by_wl: dict[str, list[dict[str, Any]]] = {}
@@ -359,13 +359,14 @@ def model_matrix(camp: Campaign, an: Analysis, tm: dict[str, Any]) -> dict[str, 
     modelled = any(isinstance(r.get("tlb_model"), dict) for r in camp.results)
     if not rows_by_wl and not modelled:
         return None
-    wanted = {}
+    wanted: dict[str, list[str]] = {}
     for r in camp.results:
-        wanted.setdefault(r["workload"], r.get("model_measure") or tlbmodel.DEFAULT_MEASURE)
+        m = r.get("model_measure") or tlbmodel.DEFAULT_MEASURE
+        wanted.setdefault(r["workload"], m if isinstance(m, list) else [m])
     cols = an.variants[1:]
     rows = []
-    for wl in an.workloads:
-        measure = wanted.get(wl, tlbmodel.DEFAULT_MEASURE)
+    for wl, measure in ((wl, m) for wl in an.workloads
+                        for m in wanted.get(wl, [tlbmodel.DEFAULT_MEASURE])):
         match = [r for r in rows_by_wl.get(wl, []) if _measure_name(r["measure"]) == measure]
         if not match:
             why = ("no run of this workload has modelled counts" if wl not in rows_by_wl else

@@ -52,6 +52,13 @@ def _now() -> str:
     return datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 
+def _measure(value: Any) -> str | list[str] | None:
+    """meta's model_measure: one measure name or a list of them."""
+    if isinstance(value, str) or (isinstance(value, list) and value and all(isinstance(m, str) for m in value)):
+        return value
+    return None
+
+
 def _int_or_none(v: Any) -> int | None:
     """An int, or a string holding one (Ansible templating may stringify), else None."""
     if isinstance(v, int) and not isinstance(v, bool):
@@ -381,7 +388,7 @@ def collect(raw_dir: str | Path) -> dict[str, Any]:
         "variant": meta["variant"],
         "workload": meta["workload"],
         "primary_metric": meta["primary_metric"] if isinstance(meta.get("primary_metric"), str) else None,
-        "model_measure": meta["model_measure"] if isinstance(meta.get("model_measure"), str) else None,
+        "model_measure": _measure(meta.get("model_measure")),
         "block": block,
         "order_index": _int_or_none(meta.get("order_index")),
         "status": status,

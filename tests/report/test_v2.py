@@ -405,3 +405,22 @@ def test_real_model_campaign_first_screen(tmp_path: Path) -> None:
     assert "2/2 boots" in split
     txt = (camp / "summary.txt").read_text(encoding="utf-8")
     assert "host localhost: TCG: modelled TLB, emulated time" in txt
+
+
+def test_model_matrix_one_row_per_named_measure(tmp_path: Path) -> None:
+    """A workload that names a list of measures (seccomp-stack: kernel iTLB
+    walks and L1 misses) gets one row of the modelled matrix per measure, in
+    its order; the others keep one."""
+    import shutil
+    camp = tmp_path / "c"
+    shutil.copytree(Path(__file__).resolve().parents[1] / "fixtures" / "model-campaign", camp)
+    wanted = ["kernel dTLB walks", "direct-map dTLB L1 misses"]
+    for f in (camp / "results").glob("*/pagecache-read-*.json"):
+        doc = json.loads(f.read_text())
+        doc["model_measure"] = wanted
+        f.write_text(json.dumps(doc))
+    render_campaign(load_campaign(camp))
+    rows = parse((camp / "index.html").read_text(encoding="utf-8")).tables["model-matrix"][1:]
+    measures = [r[1] for r in rows if r[0] == "pagecache-read"]
+    assert measures == [m + " per MiB" for m in wanted], rows
+    assert len([r for r in rows if r[0] == "page-fault"]) == 1, rows

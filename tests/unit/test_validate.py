@@ -166,6 +166,12 @@ def test_workload_spec_is_args_then_always_then_seed():
     assert f["argv"] == ["--crash-runs", "2", "--crash-how", "segv", "--hang-runs", "none", "--hang-s", "120",
                          "--seed", "1"]
     assert (f["runs"], f["timeout_s"]) == (4, 60)
+    ss = workload_spec("seccomp-stack", "smoke", 1, _settings("seccomp-stack"))
+    assert ss["model_measure"] == ["kernel iTLB walks", "kernel iTLB L1 misses"] and ss["error"] is None
+    for bad in ([], ["kernel iTLB walks", "iTLB walks"], "iTLB walks"):
+        assert "model_measure must be one of" in workload_spec(
+            "seccomp-stack", "smoke", 1, {**_settings("seccomp-stack"),
+                                          "workload_seccomp_stack_model_measure": bad})["error"]
 
 
 def test_workload_spec_names_the_bad_variable():
