@@ -309,12 +309,13 @@ def test_debug_pagealloc_keeps_packs_on_module_alloc(kernels, guest_tools, tmp_p
     assert_clean(console)
 
 
-# Under the TLB model: 64 processes x 256 filters of 120 instructions (the
-# full profile's stack), about 12 MiB of JIT code per round (a 120-instruction
-# filter JITs to ~0.75 KiB: 16 x 64 of them measured 768 KiB), past the
-# 8 MiB the STLB's 2048 4k entries reach (tlbmodel/config.c); at 16 x 64
-# stock missed neither the L1 iTLB nor the STLB.
-MODEL_POINT = "64:256:120"
+# Under the TLB model: 16 processes x 256 filters of 120 instructions, about
+# 3 MiB of JIT code per round (a 120-instruction filter JITs to 768 bytes),
+# three times the 1 MiB the L1 iTLB's 256 4k entries reach. The sweep over
+# the footprint (scripts/sweep-seccomp-itlb, 2026-12-07) measured stock at
+# 0 walks per syscall up to 768 KiB, 5.8 at 1.5 MiB, 12.6 here and 22.5 at
+# 18 MiB; jit2m at 0 throughout.
+MODEL_POINT = "16:256:120"
 
 
 @pytest.fixture(scope="module")
