@@ -165,10 +165,16 @@ def _events(d: Any) -> dict[str, tuple[bool, float | None]]:
     return out
 
 
-def _ops(run: dict[str, Any]) -> float | None:
+def _ops(run: dict[str, Any]) -> tuple[float, str] | None:
+    """The run's operations and their label: the work the harness reports
+    (wl_work: "per syscall", as the modelled rows divide), else a metric
+    that counts operations ("/op")."""
+    work = run.get("work")
+    if isinstance(work, dict) and work.get("amount") and work.get("unit"):
+        return float(work["amount"]), f" per {work['unit']}"
     for name, m in run["metrics"].items():
         if (name in OPS_METRICS or m.get("unit") in OPS_METRICS) and m.get("value"):
-            return float(m["value"])
+            return float(m["value"]), "/op"
     return None
 
 
@@ -236,7 +242,7 @@ def tlb_matrix(camp: Campaign, an: Analysis) -> dict[str, Any]:
                             continue
                         if miss_ev not in ev and (per == "op" or INSTR not in ev):
                             continue
-                        key = (wl, f"{kind} misses/{'kinstr' if per == 'kinstr' else 'op'}",
+                        key = (wl, f"{kind} misses" + ("/kinstr" if per == "kinstr" else ops[1]),
                                source)
                         missing = seen.setdefault(key, {}).setdefault(v, set())
                         need = [miss_ev] + ([INSTR] if per == "kinstr" else [])
@@ -245,7 +251,7 @@ def tlb_matrix(camp: Campaign, an: Analysis) -> dict[str, Any]:
                             missing.update(bad_ev)
                             continue
                         miss = ev[miss_ev][1] or 0.0
-                        val = 1000.0 * miss / ev[INSTR][1] if per == "kinstr" else miss / ops
+                        val = 1000.0 * miss / ev[INSTR][1] if per == "kinstr" else miss / ops[0]
                         if per == "kinstr" and not ev[INSTR][1]:
                             missing.add(INSTR)
                             continue
