@@ -3,7 +3,7 @@
 A boot runs all of its workloads with one guest command
 (roles/workloads/files/kablab-guest-boot), whose output reaches the
 hypervisor through the domain's frames channel as it is written: first
-the guest's description of itself, then each block's raw files. Two steps
+the guest's description of itself, then each block's raw files. The steps
 here, each one controller command of the run stage:
 
     python3 -m kablab.lab.bootrun todo CAMPAIGN_DIR VARIANT BLOCK NAME...
@@ -11,6 +11,11 @@ here, each one controller command of the run stage:
         list). An earlier failed or unreadable attempt of one of them moves
         to attempts/<time>/<variant>/ first: raw results are never
         overwritten.
+
+    python3 -m kablab.lab.bootrun pending CAMPAIGN_DIR
+        Read only: the boots of plan.json with a workload still to run, and
+        the line of each finished boot. A lane with none left is done: the
+        run stage starts nothing there.
 
     python3 -m kablab.lab.bootrun collect CAMPAIGN_DIR --boot JSON --specs JSON
             [--watch JSON] [--boot-failure JSON]  < FRAMES
@@ -115,15 +120,38 @@ DESCRIBE = re.compile(r"^kablab-describe (begin|end)$")
 REFUSED = "kablab-boot refused "
 
 
+def _boot_line(plan: list[Mapping[str, Any]], entry: Mapping[str, Any], host: str, skipped: bool) -> str:
+    return (f"kablab: boot {int(entry['order_index']) + 1}/{len(plan)} on {host}: {entry['variant']} block "
+            f"{entry['block']}{' (done, skipped)' if skipped else ''}")
+
+
 def progress(plan: list[Mapping[str, Any]], entry: Mapping[str, Any], host: str, skipped: bool,
              done_here: int, elapsed_s: float) -> str:
     """The run stage's line per planned boot: which one, where, and how long
     this host's remaining boots should take at its pace so far."""
     left = sum(1 for b in plan if b["host"] == host and int(b["order_index"]) >= int(entry["order_index"]))
     eta = f"{int(elapsed_s / done_here * left)} s" if done_here else "unknown until the first boot ends"
-    return (f"kablab: boot {int(entry['order_index']) + 1}/{len(plan)} on {host}: {entry['variant']} block "
-            f"{entry['block']}{' (done, skipped)' if skipped else ''}; {done_here} boot(s) done here in "
+    return (f"{_boot_line(plan, entry, host, skipped)}; {done_here} boot(s) done here in "
             f"{int(elapsed_s)} s, ETA {eta}")
+
+
+def pending(campaign: Path) -> dict[str, Any]:
+    """Where the campaign planned in CAMPAIGN/plan.json stands, read only
+    (nothing moves to attempts/: the run role's status does that when it
+    runs the boot): {"pending": the plan entries with a workload still
+    without a good result, "done": {host: the progress line of each of its
+    finished boots}}. A host with no pending entry needs no guest, image or
+    provenance: the run stage skips its setup."""
+    plan_doc = json.loads((campaign / "plan.json").read_text(encoding="utf-8"))
+    plan, names = plan_doc["plan"], plan_doc["workloads"]
+    out: dict[str, Any] = {"pending": [], "done": {}}
+    for entry in sorted(plan, key=lambda e: int(e["order_index"])):
+        paths = [str(result_path(campaign, entry["variant"], n, entry["block"])) for n in names]
+        if check_files(paths):
+            out["pending"].append(entry)
+        else:
+            out["done"].setdefault(entry["host"], []).append(_boot_line(plan, entry, entry["host"], True))
+    return out
 
 
 
@@ -312,6 +340,9 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--specs", required=True, help="the workloads the guest command ran, in order (JSON)")
     c.add_argument("--watch", help="kablab/remote/framewatch.py's report (JSON)")
     c.add_argument("--boot-failure", help="the failure every workload gets: the guest never came up (JSON)")
+    pe = sub.add_parser("pending", help="the plan entries with work left, and each finished boot's line "
+                        "(JSON: pending, done); reads only")
+    pe.add_argument("campaign_dir", type=Path)
     st = sub.add_parser("status", help="todo, plus the progress line of this boot (JSON: todo, message)")
     st.add_argument("campaign_dir", type=Path)
     st.add_argument("--entry", required=True, help="the plan entry (JSON)")
@@ -323,6 +354,9 @@ def main(argv: list[str] | None = None) -> int:
     stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S")
     if a.cmd == "todo":
         print(json.dumps(todo(a.campaign_dir, a.variant, a.block, a.names, stamp)))
+        return 0
+    if a.cmd == "pending":
+        print(json.dumps(pending(a.campaign_dir)))
         return 0
     if a.cmd == "status":
         entry = json.loads(a.entry)

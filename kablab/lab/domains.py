@@ -36,6 +36,20 @@ def plan_errors(variants: Iterable[Mapping[str, Any]], only: Iterable[str], pref
     return errors
 
 
+def lane_prefix(prefix: str, lane: int | str) -> str:
+    """A lane's domain prefix (guest_domain_lane_prefix): lane 0 keeps the
+    prefix, lane N adds -lN, so its domains, ports and known_hosts are its own."""
+    return f"{prefix}-l{int(lane)}" if int(lane) > 0 else prefix
+
+
+def leftover_domains(defined: Iterable[str], prefix: str, lane: int | str, variants: Iterable[str]) -> list[str]:
+    """Which of the defined domains are this lane's domains of these
+    variants: what a killed run of the campaign can have left behind (a run
+    stage with nothing to run tears down only when there are any)."""
+    mine = {f"{lane_prefix(prefix, lane)}-{v}" for v in variants}
+    return sorted(d for d in defined if d in mine)
+
+
 def domain_plan(variants: Iterable[Mapping[str, Any]], only: Iterable[str], prefix: str,
                 publish_dir: str, kernels: Mapping[str, Mapping[str, Any]], port_base: int,
                 cmdline_common: str, ssh_dir: str = "") -> list[dict[str, Any]]:

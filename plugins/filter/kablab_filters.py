@@ -88,6 +88,9 @@ class FilterModule:
             "kablab_domain_plan": lambda a: domains.domain_plan(
                 list(a["variants"]), list(a["only"]), a["prefix"], a["publish_dir"], dict(a["kernels"]),
                 int(a["port_base"]), a["cmdline"], str(a["ssh_dir"])),
+            # {defined: domain names, prefix, lane, variants} -> this lane's domains among them
+            "kablab_leftover_domains": lambda a: domains.leftover_domains(
+                list(a["defined"]), str(a["prefix"]), a["lane"], list(a["variants"])),
             "kablab_boot_numbers": lambda found, running: domains.boot_numbers(list(found), list(running)),
             "kablab_console_logs": lambda boots, logdir: {v: domains.console_log(logdir, v, int(n))
                                                           for v, n in dict(boots).items()},

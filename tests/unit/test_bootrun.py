@@ -3,6 +3,7 @@ boot's record and its results."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -151,3 +152,40 @@ def test_status_command_as_the_run_role_calls_it(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["todo"] == ["pagecache-read", "page-fault"]
     assert out["message"].startswith("kablab: boot 2/2 on h-lane1: split4k block 0;")
+
+
+MODEL_CAMPAIGN = Path(__file__).resolve().parents[1] / "fixtures/model-campaign"
+
+
+def test_pending_of_a_finished_campaign_is_empty_and_each_boot_says_done(tmp_path, capsys):
+    """kablab.lab.bootrun pending on a real finished campaign: no boot left,
+    one "(done, skipped)" line per planned boot, on its host."""
+    from kablab.lab.bootrun import main
+    camp = tmp_path / "c"
+    shutil.copytree(MODEL_CAMPAIGN, camp)
+    plan = json.loads((camp / "plan.json").read_text())["plan"]
+    assert main(["pending", str(camp)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["pending"] == []
+    lines = [line for host_lines in out["done"].values() for line in host_lines]
+    assert len(lines) == len(plan) and all(line.endswith("(done, skipped)") for line in lines)
+    assert lines[0] == f"kablab: boot 1/{len(plan)} on localhost: stock block 0 (done, skipped)"
+
+
+def test_pending_names_the_boots_with_a_missing_or_failed_result_and_moves_nothing(tmp_path):
+    from kablab.lab.bootrun import pending
+    camp = tmp_path / "c"
+    shutil.copytree(MODEL_CAMPAIGN, camp)
+    plan = json.loads((camp / "plan.json").read_text())["plan"]
+    (camp / "results/grouped/page-fault-block1.json").unlink()
+    failed = camp / "results/split4k/pagecache-read-block0.json"
+    doc = json.loads(failed.read_text())
+    doc.update(status="failed", failure={"stage": "run", "reason": "guest lost", "exit_code": None, "signal": None,
+                                         "stderr_tail": None, "console_log": None, "console_tail": None})
+    failed.write_text(json.dumps(doc))
+    out = pending(camp)
+    want = [e for e in plan if (e["variant"], e["block"]) in {("grouped", 1), ("split4k", 0)}]
+    assert out["pending"] == sorted(want, key=lambda e: e["order_index"])
+    assert sum(map(len, out["done"].values())) == len(plan) - 2
+    # read only: the failed attempt stays where the run role's status finds it
+    assert failed.exists() and not (camp / "attempts").exists()

@@ -126,3 +126,12 @@ def test_console_logs_filter_names_each_boots_log():
     logs = FilterModule().filters()["kablab_console_logs"]({"stock": "3", "split4k": 1}, "/var/lib/kablab/logs/c1")
     assert logs == {"stock": "/var/lib/kablab/logs/c1/stock-boot3.log",
                     "split4k": "/var/lib/kablab/logs/c1/split4k-boot1.log"}
+
+
+def test_leftover_domains_are_this_lanes_domains_of_the_campaign():
+    from kablab.lab.domains import lane_prefix, leftover_domains
+    assert lane_prefix("kablab", 0) == "kablab" and lane_prefix("kablab", "1") == "kablab-l1"
+    defined = ["kablab-stock", "kablab-l1-split4k", "kablabx-stock", "kablab-jit2m", "other"]
+    assert leftover_domains(defined, "kablab", 0, ["stock", "split4k"]) == ["kablab-stock"]
+    assert leftover_domains(defined, "kablab", 1, ["stock", "split4k"]) == ["kablab-l1-split4k"]
+    assert leftover_domains([], "kablab", 0, ["stock"]) == []
