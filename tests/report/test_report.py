@@ -201,3 +201,45 @@ def test_kernel_without_a_good_block_is_named_at_the_top(campaign_raw: Path, tmp
     assert "<b>split4k</b>" not in box          # split4k has one failed block, the rest are good
     assert html.index('id="failed-kernels"') < html.index('id="verdicts"')
     assert "KERNEL grouped: all" in (camp / "summary.txt").read_text(encoding="utf-8")
+
+
+def test_report_rendered_again_only_when_its_inputs_change(tmp_path: Path, capsys) -> None:
+    """A real campaign's report (tests/fixtures/model-campaign): a second
+    run with the same results, options and code renders nothing; a changed
+    result, option or missing output renders again, and so would a changed
+    template (its hash)."""
+    from kablab.report.cli import INPUTS_FILE, PACKAGE_DIR, inputs_digest, main
+    camp = tmp_path / "c"
+    shutil.copytree(REPO / "tests/fixtures/model-campaign", camp)
+    index = camp / "index.html"
+
+    def render(*more: str) -> str:
+        capsys.readouterr()
+        assert main([str(camp), *more]) == 0
+        return capsys.readouterr().out
+
+    assert "up to date" not in render()
+    digest = (camp / INPUTS_FILE).read_text().strip()
+    first = index.stat().st_mtime_ns
+    assert render().startswith("kablab.report: up to date: ")
+    assert index.stat().st_mtime_ns == first and (camp / INPUTS_FILE).read_text().strip() == digest
+
+    # a block measured again (here: one result less) changes the report
+    (camp / "results/grouped/page-fault-block1.json").unlink()
+    assert "up to date" not in render()
+    assert index.stat().st_mtime_ns > first and ",grouped,page-fault,1," not in (camp / "results.csv").read_text()
+    assert render().startswith("kablab.report: up to date: ")
+    # so do other options, an output that went missing, and --force
+    assert "up to date" not in render("--min-effect", "2")
+    (camp / "summary.txt").unlink()
+    assert "up to date" not in render("--min-effect", "2") and (camp / "summary.txt").is_file()
+    assert "up to date" not in render("--min-effect", "2", "--force")
+
+    # the code is an input: an edited template gives another hash
+    code = tmp_path / "kablab"
+    shutil.copytree(PACKAGE_DIR, code, ignore=shutil.ignore_patterns("__pycache__"))
+    opts = ["baseline=", "variants=", "min_effect=0.0"]
+    same = inputs_digest(camp, opts, package_dir=code)
+    template = code / "report/templates/report.html.j2"
+    template.write_text(template.read_text() + "<!-- changed -->\n")
+    assert inputs_digest(camp, opts, package_dir=code) != same
