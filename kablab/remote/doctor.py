@@ -466,6 +466,8 @@ def main(argv=None):
     c.add_argument("--vcpus", type=int, default=2)
     c.add_argument("--accept", default="", help="comma-separated checks whose 'invalidates' is accepted")
     c.add_argument("--json", help="write the findings here")
+    c.add_argument("--record", help="also keep the findings here (the host's record); a host that has "
+                   "no such directory yet still gets its lines")
     p = sub.add_parser("capture")
     p.add_argument("dest")
     p.add_argument("--root", default="/")
@@ -492,6 +494,11 @@ def main(argv=None):
     doc = {"findings": findings, "summary": summary(findings), "invalidates": invalidating(findings),
            "accepted": [x for x in invalidating(findings) if x not in left], "unaccepted": left,
            "lines": [line(f) for f in findings], "probe": probe, "backing": a.backing, "pinning": " ".join(pinning)}
+    if a.record:
+        try:
+            _write_json(a.record, doc)
+        except OSError as e:
+            print(f"kablab.remote.doctor: not recorded: {e}", file=sys.stderr)
     if a.json == "-":
         # For Ansible: the document alone on stdout (it carries the lines).
         print(json.dumps(doc, sort_keys=True))
@@ -500,11 +507,17 @@ def main(argv=None):
         print(text)
     print(f"summary: {doc['summary']}")
     if a.json:
-        tmp = a.json + ".tmp"
-        with open(tmp, "w", encoding="utf-8") as f:
-            json.dump(doc, f, indent=1, sort_keys=True)
-        os.replace(tmp, a.json)
+        _write_json(a.json, doc)
     return 0
+
+
+def _write_json(path, doc):
+    tmp = path + ".tmp"
+    with open(tmp, "w", encoding="utf-8") as f:
+        json.dump(doc, f, indent=1, sort_keys=True)
+        f.write("\n")
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
 
 
 if __name__ == "__main__":

@@ -108,6 +108,20 @@ def test_cli_writes_json(tmp_path):
     assert doc["invalidates"] == ["accel", "vpmu"] and doc["accepted"] == ["accel"]
 
 
+def test_cli_keeps_its_record_beside_the_findings_on_stdout(tmp_path, capsys):
+    """--record as host_doctor calls it (with --json -): the same document
+    on stdout and in the record; a host without the record's directory yet
+    still gets its findings."""
+    root, _ = host("tcg-pvm-2cpu")
+    record = tmp_path / "doctor.json"
+    argv = ["check", "--root", root, "--probe", os.path.join(root, "accel-probe.json"), "--json", "-"]
+    assert doctor.main(argv + ["--record", str(record)]) == 0
+    assert json.loads(capsys.readouterr().out) == json.loads(record.read_text())
+    assert doctor.main(argv + ["--record", str(tmp_path / "none/doctor.json")]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out)["invalidates"] == ["accel", "vpmu"] and "not recorded" in out.err
+
+
 def test_capture_round_trip(tmp_path):
     root, probe = host("tcg-pvm-2cpu")
     assert doctor.capture(root, str(tmp_path)) > 20
