@@ -36,6 +36,23 @@ def plan_errors(variants: Iterable[Mapping[str, Any]], only: Iterable[str], pref
     return errors
 
 
+def kernel_errors(plan: Iterable[Mapping[str, Any]], kernels: Mapping[str, Mapping[str, Any]],
+                  image: str) -> list[str]:
+    """Why the planned domains cannot boot with what the earlier stages
+    handed over (kernel_build's kablab_kernels, guest_image's image); []
+    when they can."""
+    errors = []
+    for entry in plan:
+        k = kernels.get(entry["variant"]) or {}
+        if not str(k.get("bzimage") or "").startswith("/") or not k.get("release"):
+            errors.append(f"guest_domain_kernels (kablab_kernels) needs an entry with bzimage and release for "
+                          f"variant {entry['variant']}; it has {sorted(kernels)}. Run playbooks/kernels.yml in "
+                          "the same invocation (playbooks/site.yml)")
+    if not str(image or "").startswith("/"):
+        errors.append(f"guest_domain_image must be an absolute path (is {image!r}): run the guest_image role first")
+    return errors
+
+
 def domain_plan(variants: Iterable[Mapping[str, Any]], only: Iterable[str], prefix: str,
                 publish_dir: str, kernels: Mapping[str, Mapping[str, Any]], port_base: int,
                 cmdline_common: str, ssh_dir: str = "") -> list[dict[str, Any]]:

@@ -84,6 +84,8 @@ class FilterModule:
             # config disks to (re)make and the guests' record (kablab.lab.domains)
             "kablab_domain_errors": lambda variants, only, prefix: domains.plan_errors(
                 list(variants), list(only), prefix),
+            # (plan, kernels, image) -> why the domains cannot boot; [] = they can
+            "kablab_kernel_errors": lambda plan, kernels, image: domains.kernel_errors(list(plan), dict(kernels), image),
             # {variants, only, prefix, publish_dir, kernels, port_base, cmdline, ssh_dir}
             "kablab_domain_plan": lambda a: domains.domain_plan(
                 list(a["variants"]), list(a["only"]), a["prefix"], a["publish_dir"], dict(a["kernels"]),

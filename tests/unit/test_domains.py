@@ -7,7 +7,7 @@ import yaml
 
 from kablabtest import REPO
 from kablab.lab.domains import (boot_number, boot_numbers, config_disks_to_make, domain_plan, emulator_lost,
-                            guests_record, plan_errors)
+                                guests_record, kernel_errors, plan_errors)
 
 VARIANTS = yaml.safe_load((REPO / "inventory/group_vars/all/variants.yml").read_text())["kablab_variants"]
 # Recorded from a real `make kernels` (ci profile).
@@ -68,6 +68,18 @@ def test_plan_errors_name_each_bad_input():
     text = " ".join(errs)
     assert "Bad Name" in text and "'stock'" in text and "nope" in text and "9x" in text
     assert plan_errors([], [], "kablab") == ["guest_domain_variants is empty"]
+
+
+def test_kernel_errors_name_the_stage_to_run():
+    image = "/var/lib/kablab/images/base.qcow2"
+    assert kernel_errors(plan(), KERNELS, image) == []
+    no_split = {k: v for k, v in KERNELS.items() if k != "split4k"}
+    (err,) = kernel_errors(plan(), no_split, image)
+    assert "variant split4k" in err and "playbooks/kernels.yml" in err
+    assert kernel_errors(plan(["stock"]), no_split, image) == []
+    unbuilt = {**KERNELS, "stock": {**KERNELS["stock"], "release": ""}}
+    assert "variant stock" in kernel_errors(plan(["stock"]), unbuilt, image)[0]
+    assert "run the guest_image role first" in kernel_errors(plan(["stock"]), KERNELS, "")[0]
 
 
 def test_boot_numbers_follow_the_console_logs():
