@@ -53,6 +53,17 @@ def kernel_errors(plan: Iterable[Mapping[str, Any]], kernels: Mapping[str, Mappi
     return errors
 
 
+def accel_choice(probe: Mapping[str, Any], setting: str) -> dict[str, Any]:
+    """What the domains run on: scripts/kablab-accel-probe's answer, unless
+    guest_domain_accel (setting) forces kvm or tcg. The domain type, CPU
+    model and vPMU follow from it; the results record all of it."""
+    accel = probe["accel"] if setting == "auto" else setting
+    kvm = accel == "kvm"
+    return {"accel": accel, "domain_type": "kvm" if kvm else "qemu", "cpu": "host-passthrough" if kvm else "max",
+            "vpmu": kvm, "reason": probe["reason"] if setting == "auto" else "set by guest_domain_accel",
+            "qemu_version": probe["qemu_version"]}
+
+
 def domain_plan(variants: Iterable[Mapping[str, Any]], only: Iterable[str], prefix: str,
                 publish_dir: str, kernels: Mapping[str, Mapping[str, Any]], port_base: int,
                 cmdline_common: str, ssh_dir: str = "") -> list[dict[str, Any]]:

@@ -84,6 +84,8 @@ class FilterModule:
             # config disks to (re)make and the guests' record (kablab.lab.domains)
             "kablab_domain_errors": lambda variants, only, prefix: domains.plan_errors(
                 list(variants), list(only), prefix),
+            # (the accel probe's record, guest_domain_accel) -> the accelerator and what follows from it
+            "kablab_accel": lambda probe, setting: domains.accel_choice(dict(probe), str(setting)),
             # (plan, kernels, image) -> why the domains cannot boot; [] = they can
             "kablab_kernel_errors": lambda plan, kernels, image: domains.kernel_errors(list(plan), dict(kernels), image),
             # {variants, only, prefix, publish_dir, kernels, port_base, cmdline, ssh_dir}

@@ -7,7 +7,7 @@ import yaml
 
 from kablabtest import REPO
 from kablab.lab.domains import (boot_number, boot_numbers, config_disks_to_make, domain_plan, emulator_lost,
-                                guests_record, kernel_errors, plan_errors)
+                                accel_choice, guests_record, kernel_errors, plan_errors)
 
 VARIANTS = yaml.safe_load((REPO / "inventory/group_vars/all/variants.yml").read_text())["kablab_variants"]
 # Recorded from a real `make kernels` (ci profile).
@@ -68,6 +68,23 @@ def test_plan_errors_name_each_bad_input():
     text = " ".join(errs)
     assert "Bad Name" in text and "'stock'" in text and "nope" in text and "9x" in text
     assert plan_errors([], [], "kablab") == ["guest_domain_variants is empty"]
+
+
+# scripts/kablab-accel-probe's answer on the lab's CI host (/var/lib/kablab/accel-probe.json, 2026-12-06)
+PROBE = {"accel": "tcg", "reason": "/dev/kvm (builtin) present but QEMU under KVM failed after 0 s (exit 134: "
+         "qemu-system-x86_64: error: failed to set MSR 0x10a to 0x69)",
+         "ident": "QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3) | 6.18.44-fc-v1272 | builtin",
+         "qemu_version": "QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3)", "fresh": True}
+
+
+def test_accel_choice_follows_the_probe_unless_forced():
+    auto = accel_choice(PROBE, "auto")
+    assert auto == {"accel": "tcg", "domain_type": "qemu", "cpu": "max", "vpmu": False, "reason": PROBE["reason"],
+                    "qemu_version": PROBE["qemu_version"]}
+    kvm = accel_choice(PROBE, "kvm")
+    assert (kvm["domain_type"], kvm["cpu"], kvm["vpmu"], kvm["reason"]) == (
+        "kvm", "host-passthrough", True, "set by guest_domain_accel")
+    assert accel_choice({**PROBE, "accel": "kvm"}, "tcg")["domain_type"] == "qemu"
 
 
 def test_kernel_errors_name_the_stage_to_run():
