@@ -21,7 +21,7 @@ DIRECT_MAP = "dtlb_directmap"
 # Same for every kernel so comparisons stay fair (tlbmodel/README.md
 # "QEMU command line"): fixed direct map, 4-level paging, no PCID, and no
 # user address randomisation, so two boots place a workload's buffers and
-# stack alike. guest_domain_tlb_cmdline (roles/guest_domain) is the same.
+# stack alike. guest_domain_tlb_cmdline (roles/guest_domain/vars) is the same.
 GUEST_CMDLINE = "nokaslr no5lvl nopcid norandmaps"
 # QEMU arguments that make a guest which runs on its own (no input from the
 # host: an initramfs script, scripts/bench-tlbmodel --replay) repeat itself

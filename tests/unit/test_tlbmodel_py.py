@@ -98,7 +98,7 @@ def test_campaign_guests_get_the_benchs_cmdline() -> None:
     # model's guests alike, or their A/A figures say nothing of each other.
     import yaml
     repo = Path(__file__).resolve().parents[2]
-    defaults = yaml.safe_load((repo / "roles/guest_domain/defaults/main.yml").read_text())
+    defaults = yaml.safe_load((repo / "roles/guest_domain/vars/main.yml").read_text())
     assert defaults["guest_domain_tlb_cmdline"] == tlbmodel.GUEST_CMDLINE
     assert "norandmaps" in tlbmodel.GUEST_CMDLINE.split()
 
