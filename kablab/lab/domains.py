@@ -181,6 +181,13 @@ def emulator_lost(wait_results: Iterable[Mapping[str, Any]], boots: Mapping[str,
     return out
 
 
+def only_emulators_lost(wait_results: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether some domains did not come up and every one of them lost its
+    emulator (the boot wait's rc 4), not its guest kernel."""
+    not_up = [int(r.get("rc", 0)) for r in wait_results if int(r.get("rc", 0)) != 0]
+    return bool(not_up) and all(rc == 4 for rc in not_up)
+
+
 def guests_record(plan: list[Mapping[str, Any]], unames: Iterable[str], boots: Mapping[str, int],
                   logdir: str, hypervisor: str,
                   booted_at: float, ready_at: float, known: Mapping[str, Any] | None = None,

@@ -499,7 +499,13 @@ def main(argv=None):
             print(f"guest_domain: guest_domain_memory_backing={why}", file=sys.stderr)
         return 1 if why else 0
     if a.cmd == "pick-cpus":
-        print(json.dumps(pick_placement(a.root, a.vcpus)))
+        pick = pick_placement(a.root, a.vcpus)
+        if not pick["cpus"]:
+            print(f"guest_domain: guest_domain_vcpu_placement=cores needs {a.vcpus} distinct physical cores on one "
+                  "NUMA node of this host; there are fewer. Lower guest_domain_vcpus or use "
+                  "guest_domain_vcpu_placement=manual.", file=sys.stderr)
+            return 1
+        print(json.dumps(pick))
         return 0
     accept = [x.strip() for x in a.accept.split(",") if x.strip()]
     unknown = [x for x in accept if x not in CHECKS]

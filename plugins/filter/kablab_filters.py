@@ -109,6 +109,8 @@ class FilterModule:
             # (the boot wait's results, boot numbers, earlier) -> {variant: [lost boot]}
             "kablab_emulator_lost": lambda results, boots, known: domains.emulator_lost(
                 list(results), dict(boots), dict(known)),
+            # the boot wait's results -> whether only emulators ended the boots that did not come up
+            "kablab_only_emulators_lost": lambda results: domains.only_emulators_lost(list(results)),
             # a pass's blocks: kablab-guest-boot's plan ({specs, guest_dir, events,
             # binaries}) and framewatch.py's timeouts
             "kablab_guest_boot_plan": lambda a: bootrun.guest_plan(

@@ -53,6 +53,8 @@ def test_kvm_host_with_hugetlbfs():
     assert pin == ["1", "0"]  # isolated CPU first, distinct cores
     assert doctor.pick_placement(root, 2) == {"cpus": ["1", "0"], "node": 0}
     assert doctor.pick_placement(root, 3) == {"cpus": [], "node": None}
+    assert doctor.main(["pick-cpus", "2", "--root", root]) == 0
+    assert doctor.main(["pick-cpus", "3", "--root", root]) == 1
     f = doctor.run_checks(root, probe, "hugetlbfs-2M", 2048, 2, pin)
     assert doctor.invalidating(f) == []
     assert verdicts(f)["cpufreq"] == "ok"

@@ -7,7 +7,7 @@ import yaml
 
 from kablabtest import REPO
 from kablab.lab.domains import (boot_number, boot_numbers, config_disks_to_make, domain_plan, emulator_lost,
-                                accel_choice, guests_record, kernel_errors, plan_errors)
+                                accel_choice, guests_record, kernel_errors, only_emulators_lost, plan_errors)
 
 VARIANTS = yaml.safe_load((REPO / "inventory/group_vars/all/variants.yml").read_text())["kablab_variants"]
 # Recorded from a real `make kernels` (ci profile).
@@ -143,6 +143,10 @@ def test_a_boot_that_replaced_lost_ones_names_them():
     again = emulator_lost([{"item": p[0], "rc": 4, "stdout": "shut off (crashed)"}], {"stock": 4}, lost)
     assert [x["boot"] for x in again["stock"]] == [3, 4] and len(lost["stock"]) == 1
     assert emulator_lost([{"item": p[0], "rc": 124, "stdout": "tail"}], {"stock": 3}, {}) == {}
+    # start.yml boots once more only when every domain not up lost its emulator
+    assert only_emulators_lost(waited)
+    assert not only_emulators_lost(waited + [{"item": p[1], "rc": 3, "stdout": "Kernel panic"}])
+    assert not only_emulators_lost([{"item": p[1], "rc": 0, "stdout": ""}])
     rec = guests_record(p, ["6.1.192-kablab-stock #1 SMP x", "6.1.192-kablab-grouped #2 SMP x"],
                         {"stock": 4, "grouped": 3}, "/l/c1", "localhost", 1.0, 2.0, {}, lost)
     assert rec["stock"]["emulator_lost"] == lost["stock"] and rec["grouped"]["emulator_lost"] == []
