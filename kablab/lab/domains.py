@@ -36,11 +36,11 @@ def plan_errors(variants: Iterable[Mapping[str, Any]], only: Iterable[str], pref
     return errors
 
 
-def kernel_errors(plan: Iterable[Mapping[str, Any]], kernels: Mapping[str, Mapping[str, Any]],
-                  image: str) -> list[str]:
+def handover_errors(plan: Iterable[Mapping[str, Any]], kernels: Mapping[str, Mapping[str, Any]],
+                    image: str, hostkeys: Iterable[str]) -> list[str]:
     """Why the planned domains cannot boot with what the earlier stages
-    handed over (kernel_build's kablab_kernels, guest_image's image); []
-    when they can."""
+    handed over (kernel_build's kablab_kernels, guest_image's image and its
+    host keys); [] when they can."""
     errors = []
     for entry in plan:
         k = kernels.get(entry["variant"]) or {}
@@ -50,6 +50,8 @@ def kernel_errors(plan: Iterable[Mapping[str, Any]], kernels: Mapping[str, Mappi
                           "the same invocation (playbooks/site.yml)")
     if not str(image or "").startswith("/"):
         errors.append(f"guest_domain_image must be an absolute path (is {image!r}): run the guest_image role first")
+    if not list(hostkeys):
+        errors.append("guest_domain_image_hostkeys is empty: run the guest_image role first")
     return errors
 
 
@@ -97,12 +99,38 @@ def domain_plan(variants: Iterable[Mapping[str, Any]], only: Iterable[str], pref
 
 
 def known_hosts(ssh_dir: str, prefix: str) -> str:
-    """The guests' host keys as the hypervisor entry with domain prefix
-    PREFIX pinned them. One file per prefix: two entries on one machine
-    (inventory/two-hosts.yml) share ssh_dir, and the known_hosts module
-    reads, changes and writes a file whole, so one host's write dropped the
-    key the other had just added."""
+    """The guests' host keys for the hypervisor entry with domain prefix
+    PREFIX (known_hosts_text): one file per prefix, so two entries on one
+    machine (inventory/two-hosts.yml) sharing ssh_dir never write one file."""
     return f"{ssh_dir}/known_hosts-{prefix}"
+
+
+def known_hosts_text(hostkeys: Iterable[str]) -> str:
+    """known_hosts lines pinning the image's public host keys ("type base64
+    [comment]", as guest_image reads them) for every port on 127.0.0.1:
+    every guest boots that image, so OpenSSH itself (StrictHostKeyChecking)
+    refuses a guest that is not one of ours, with no scan per boot."""
+    return "".join(f"[127.0.0.1]:* {' '.join(k.split()[:2])}\n" for k in hostkeys)
+
+
+def guest_errors(uname_results: Iterable[Mapping[str, Any]], kernels: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Why the guests that came up are not the ones planned, from join.yml's
+    `uname -r -v` over ssh (a looped command's results): a login refused for
+    the host key (not the image's), a login that failed, or a kernel that is
+    not the variant's build (release and the build key in uname -v)."""
+    errors = []
+    for r in uname_results:
+        e, rc, out, err = r["item"], int(r.get("rc", 1)), str(r.get("stdout", "")), str(r.get("stderr", ""))
+        if rc != 0:
+            why = ("presented a host key that is not a host key of the image"
+                   if "Host key verification failed" in err else f"refused the login (ssh rc {rc}): {err.strip()[-500:]}")
+            errors.append(f"{e['name']} on 127.0.0.1:{e['port']} {why}")
+            continue
+        k = kernels[e["variant"]]
+        want = f"{k['release']} {k['build']['uname_v_prefix']}"
+        if out.split()[:2] != want.split():
+            errors.append(f"{e['name']} runs {out.strip()}, expected {want}")
+    return errors
 
 
 def ssh_options(ssh_dir: str, prefix: str) -> list[str]:

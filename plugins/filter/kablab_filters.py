@@ -86,8 +86,9 @@ class FilterModule:
                 list(variants), list(only), prefix),
             # (the accel probe's record, guest_domain_accel) -> the accelerator and what follows from it
             "kablab_accel": lambda probe, setting: domains.accel_choice(dict(probe), str(setting)),
-            # (plan, kernels, image) -> why the domains cannot boot; [] = they can
-            "kablab_kernel_errors": lambda plan, kernels, image: domains.kernel_errors(list(plan), dict(kernels), image),
+            # {plan, kernels, image, hostkeys} -> why the domains cannot boot; [] = they can
+            "kablab_handover_errors": lambda a: domains.handover_errors(
+                list(a["plan"]), dict(a["kernels"]), str(a["image"]), list(a["hostkeys"])),
             # {variants, only, prefix, publish_dir, kernels, port_base, cmdline, ssh_dir}
             "kablab_domain_plan": lambda a: domains.domain_plan(
                 list(a["variants"]), list(a["only"]), a["prefix"], a["publish_dir"], dict(a["kernels"]),
@@ -96,9 +97,13 @@ class FilterModule:
             "kablab_console_logs": lambda boots, logdir: {v: domains.console_log(logdir, v, int(n))
                                                           for v, n in dict(boots).items()},
             # Ansible's ansible_ssh_common_args for the guests (join_inventory.yml)
-            # and the known_hosts file join.yml fills
+            # and the known_hosts file ssh_key.yml writes
             "kablab_ssh_options": lambda ssh_dir, prefix: " ".join(domains.ssh_options(ssh_dir, prefix)),
             "kablab_known_hosts": lambda ssh_dir, prefix: domains.known_hosts(ssh_dir, prefix),
+            # the image's host keys -> the known_hosts lines ssh_key.yml writes
+            "kablab_known_hosts_text": lambda keys: domains.known_hosts_text(list(keys)),
+            # (join.yml's uname results, kernels) -> why the guests are not the planned ones
+            "kablab_guest_errors": lambda results, kernels: domains.guest_errors(list(results), dict(kernels)),
             # {plan, exists, sizes, changed: [per-step changed lists]} -> the disks to (re)make
             "kablab_config_disks": lambda a: domains.config_disks_to_make(
                 list(a["plan"]), list(a["exists"]), [int(s) for s in a["sizes"]], *[list(c) for c in a["changed"]]),

@@ -2,12 +2,14 @@
 from __future__ import annotations
 
 import json
+import subprocess
 
 import yaml
 
 from kablabtest import REPO
 from kablab.lab.domains import (boot_number, boot_numbers, config_disks_to_make, domain_plan, emulator_lost,
-                                accel_choice, guests_record, kernel_errors, only_emulators_lost, plan_errors)
+                                accel_choice, guest_errors, guests_record, handover_errors, known_hosts_text,
+                                only_emulators_lost, plan_errors)
 
 VARIANTS = yaml.safe_load((REPO / "inventory/group_vars/all/variants.yml").read_text())["kablab_variants"]
 # Recorded from a real `make kernels` (ci profile).
@@ -87,16 +89,53 @@ def test_accel_choice_follows_the_probe_unless_forced():
     assert accel_choice({**PROBE, "accel": "kvm"}, "tcg")["domain_type"] == "qemu"
 
 
-def test_kernel_errors_name_the_stage_to_run():
+# guest_image's kablab_guest_image.info.ssh_host_keys of a real image (/var/lib/kablab/images/*/image.json)
+HOSTKEYS = ["ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIIrezX+zPOVCxf25v6iwAzF2uVBd6vDfp34Hx6TDHNaS root@vm",
+            "ecdsa-sha2-nistp256 AAAAE2VjZHNhLXNoYTItbmlzdHAyNTYAAAAIbmlzdHAyNTYAAABBBPAV9t2XAVZYD5/SQglpit1akNJaDFuucy"
+            "PHVP6Dbbd/ysUuCZg9uxFPqfonAkaV9UBFFswVm5CT31d70b7Fo80= root@vm"]
+
+
+def test_handover_errors_name_the_stage_to_run():
     image = "/var/lib/kablab/images/base.qcow2"
-    assert kernel_errors(plan(), KERNELS, image) == []
+    assert handover_errors(plan(), KERNELS, image, HOSTKEYS) == []
     no_split = {k: v for k, v in KERNELS.items() if k != "split4k"}
-    (err,) = kernel_errors(plan(), no_split, image)
+    (err,) = handover_errors(plan(), no_split, image, HOSTKEYS)
     assert "variant split4k" in err and "playbooks/kernels.yml" in err
-    assert kernel_errors(plan(["stock"]), no_split, image) == []
+    assert handover_errors(plan(["stock"]), no_split, image, HOSTKEYS) == []
     unbuilt = {**KERNELS, "stock": {**KERNELS["stock"], "release": ""}}
-    assert "variant stock" in kernel_errors(plan(["stock"]), unbuilt, image)[0]
-    assert "run the guest_image role first" in kernel_errors(plan(["stock"]), KERNELS, "")[0]
+    assert "variant stock" in handover_errors(plan(["stock"]), unbuilt, image, HOSTKEYS)[0]
+    assert ["run the guest_image role first"] * 2 == [
+        e[-30:] for e in handover_errors(plan(["stock"]), KERNELS, "", [])]
+
+
+def test_known_hosts_pin_the_image_keys_for_any_loopback_port(tmp_path):
+    text = known_hosts_text(HOSTKEYS)
+    assert text.splitlines() == ["[127.0.0.1]:* " + " ".join(k.split()[:2]) for k in HOSTKEYS]
+    # OpenSSH's own lookup finds them for a guest's forwarded port
+    (tmp_path / "kh").write_text(text)
+    found = subprocess.run(["ssh-keygen", "-F", "[127.0.0.1]:10322", "-f", str(tmp_path / "kh")],
+                           capture_output=True, text=True)
+    assert found.returncode == 0 and HOSTKEYS[0].split()[1] in found.stdout
+
+
+def test_guest_errors_from_the_login():
+    stock, grouped = plan(["stock", "grouped"])
+    k = KERNELS["stock"]
+    up = {"item": stock, "rc": 0, "stderr": "",
+          "stdout": f"{k['release']} {k['build']['uname_v_prefix']} SMP 2026-11-26 17:12:56 UTC"}
+    assert guest_errors([up], KERNELS) == []
+    wrong = {**up, "item": grouped}
+    assert guest_errors([wrong], KERNELS) == [f"kablab-grouped runs {up['stdout']}, expected "
+                                              f"{KERNELS['grouped']['release']} "
+                                              f"{KERNELS['grouped']['build']['uname_v_prefix']}"]
+    # the OpenSSH client's last line when no pinned key matches (the booted
+    # test_guests case with a foreign host key checks the real one)
+    foreign = {"item": stock, "rc": 255, "stdout": "", "stderr": "Host key verification failed.\r\n"}
+    assert guest_errors([foreign], KERNELS) == [
+        f"kablab-stock on 127.0.0.1:{stock['port']} presented a host key that is not a host key of the image"]
+    refused = {"item": stock, "rc": 255, "stdout": "",
+               "stderr": f"ssh: connect to host 127.0.0.1 port {stock['port']}: Connection refused"}
+    assert "refused the login (ssh rc 255): ssh: connect" in guest_errors([refused], KERNELS)[0]
 
 
 def test_boot_numbers_follow_the_console_logs():
