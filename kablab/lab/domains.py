@@ -193,6 +193,25 @@ def _utc(epoch: float) -> str:
     return datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def boot_failures(wait_results: Iterable[Mapping[str, Any]], logs: Mapping[str, str], timeout: Any) -> list[str]:
+    """Why each domain the boot wait saw not come up did not (framewatch.py
+    ready's rc and stdout), naming its console log: 3 panicked (the panic
+    line), 4 its emulator ended (libvirt's state), else no readiness marker
+    within the timeout (the console's tail)."""
+    out = []
+    for r in wait_results:
+        rc, text, e = int(r.get("rc", 0)), str(r.get("stdout", "")).strip(), r["item"]
+        console = f"(console {logs[e['variant']]})"
+        if rc == 3:
+            out.append(f"{e['name']} panicked at boot: {text} {console}")
+        elif rc == 4:
+            out.append(f"{e['name']} stopped while it booted (libvirt: {text}): its emulator ended, "
+                       f"not the guest kernel {console}")
+        elif rc != 0:
+            out.append(f"{e['name']} printed no KABLAB-GUEST-READY within {timeout} s {console}: {text[-1500:]}")
+    return out
+
+
 def emulator_lost(wait_results: Iterable[Mapping[str, Any]], boots: Mapping[str, int],
                   known: Mapping[str, list[dict[str, Any]]] | None = None) -> dict[str, list[dict[str, Any]]]:
     """variant -> the boots of this start whose emulator ended while the

@@ -114,6 +114,8 @@ class FilterModule:
             # (the boot wait's results, boot numbers, earlier) -> {variant: [lost boot]}
             "kablab_emulator_lost": lambda results, boots, known: domains.emulator_lost(
                 list(results), dict(boots), dict(known)),
+            # (the boot wait's results, console logs, timeout) -> why each domain did not come up
+            "kablab_boot_failures": lambda results, logs, timeout: domains.boot_failures(list(results), dict(logs), timeout),
             # the boot wait's results -> whether only emulators ended the boots that did not come up
             "kablab_only_emulators_lost": lambda results: domains.only_emulators_lost(list(results)),
             # a pass's blocks: kablab-guest-boot's plan ({specs, guest_dir, events,

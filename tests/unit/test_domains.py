@@ -8,7 +8,7 @@ import yaml
 
 from kablabtest import REPO
 from kablab.lab.domains import (boot_number, boot_numbers, config_disks_to_make, domain_plan, emulator_lost,
-                                accel_choice, guest_errors, guests_record, handover_errors, known_hosts_text,
+                                accel_choice, boot_failures, guest_errors, guests_record, handover_errors, known_hosts_text,
                                 only_emulators_lost, plan_errors)
 
 VARIANTS = yaml.safe_load((REPO / "inventory/group_vars/all/variants.yml").read_text())["kablab_variants"]
@@ -167,6 +167,23 @@ def test_guests_record_keeps_other_guests():
     assert g["console_log_campaign"] == "logs/grouped-boot2.log"
     assert (g["uname_r"], g["uname_v"]) == ("6.1.192-kablab-grouped", "#8df5 SMP x")
     assert (g["booted_at"], g["ready_at"]) == ("2026-12-05T09:51:04Z", "2026-12-05T09:51:11Z")
+
+
+def test_boot_failures_say_why_and_where():
+    stock, panic = plan(["stock", "grouped"])
+    logs = {"stock": "/l/c1/stock-boot2.log", "grouped": "/l/c1/grouped-boot1.log"}
+    # framewatch.py ready's stdout on a real panicboot console (/var/lib/kablab/logs/<campaign>/panicboot-boot1.log)
+    waited = [{"item": panic, "rc": 3,
+               "stdout": "Kernel panic - not syncing: VFS: Unable to mount root fs on unknown-block(0,0)\n"},
+              {"item": stock, "rc": 4, "stdout": "shut off (crashed)\n"}, {"item": stock, "rc": 0, "stdout": ""}]
+    assert boot_failures(waited, logs, "300") == [
+        "kablab-grouped panicked at boot: Kernel panic - not syncing: VFS: Unable to mount root fs on "
+        "unknown-block(0,0) (console /l/c1/grouped-boot1.log)",
+        "kablab-stock stopped while it booted (libvirt: shut off (crashed)): its emulator ended, not the guest "
+        "kernel (console /l/c1/stock-boot2.log)"]
+    (late,) = boot_failures([{"item": stock, "rc": 124, "stdout": "x" * 2000 + "Starting sshd"}], logs, 300)
+    assert late.startswith("kablab-stock printed no KABLAB-GUEST-READY within 300 s (console /l/c1/stock-boot2.log): ")
+    assert late.endswith("Starting sshd") and len(late) < 1600
 
 
 def test_a_boot_that_replaced_lost_ones_names_them():
