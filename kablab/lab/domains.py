@@ -169,24 +169,29 @@ def boot_number(earlier_logs: int, running: bool) -> int:
     return earlier_logs + 1
 
 
-def boot_numbers(find_results: Iterable[Mapping[str, Any]], running: Iterable[str]) -> dict[str, int]:
-    """variant -> boot number, from ansible.builtin.find results looped over the plan."""
+def boot_numbers(found: Iterable[Mapping[str, Any]], plan: Iterable[Mapping[str, Any]],
+                 running: Iterable[str]) -> dict[str, int]:
+    """variant -> boot number for each planned domain, from the files
+    ansible.builtin.find found in the campaign's log directory (its `files`)."""
+    names = [posixpath.basename(str(f["path"])) for f in found]
     running = set(running)
-    return {r["item"]["variant"]: boot_number(int(r["matched"]), r["item"]["name"] in running)
-            for r in find_results}
+    return {e["variant"]: boot_number(sum(bool(re.fullmatch(rf"{re.escape(e['variant'])}-boot[0-9]+\.log", n))
+                                          for n in names), e["name"] in running)
+            for e in plan}
 
 
-def config_disks_to_make(plan: list[Mapping[str, Any]], exists: Iterable[bool], sizes_mib: Iterable[int],
-                         *changed: Iterable[bool], slack_mib: int = 16) -> list[dict[str, Any]]:
+def config_disks_to_make(plan: list[Mapping[str, Any]], disks: Iterable[Mapping[str, Any]], du: str,
+                         staged: Iterable[Mapping[str, Any]], slack_mib: int = 16) -> list[dict[str, Any]]:
     """The plan entries whose config disk is missing or whose staged contents
-    changed (each `changed` list is aligned with the plan), with the disk
-    size: the tree plus slack for ext4's own metadata."""
-    rows = list(zip(*[[bool(c) for c in col] for col in changed])) if changed else [()] * len(plan)
-    out = []
-    for entry, row, exist, size in zip(plan, rows, exists, sizes_mib):
-        if not exist or any(row):
-            out.append({**entry, "size_mib": int(size) + slack_mib})
-    return out
+    changed, with the disk size: the tree plus slack for ext4's own metadata.
+    From publish.yml's registered results: `disks` the config disks
+    ansible.builtin.find found, `du` the stdout of `du -sm` over the config
+    trees, `staged` each staging task's registered loop over the plan."""
+    found = {str(f["path"]) for f in disks}
+    size = {path: int(mib) for mib, path in (line.split("\t", 1) for line in du.splitlines() if line.strip())}
+    changed = {r["item"]["name"] for step in staged for r in step.get("results", []) if r.get("changed")}
+    return [{**e, "size_mib": size[e["config_dir"]] + slack_mib} for e in plan
+            if e["config_disk"] not in found or e["name"] in changed]
 
 
 def _utc(epoch: float) -> str:

@@ -93,7 +93,9 @@ class FilterModule:
             "kablab_domain_plan": lambda a: domains.domain_plan(
                 list(a["variants"]), list(a["only"]), a["prefix"], a["publish_dir"], dict(a["kernels"]),
                 int(a["port_base"]), a["cmdline"], str(a["ssh_dir"])),
-            "kablab_boot_numbers": lambda found, running: domains.boot_numbers(list(found), list(running)),
+            # (the log directory's files, plan, running domains) -> {variant: boot number}
+            "kablab_boot_numbers": lambda found, plan, running: domains.boot_numbers(list(found), list(plan),
+                                                                                     list(running)),
             "kablab_console_logs": lambda boots, logdir: {v: domains.console_log(logdir, v, int(n))
                                                           for v, n in dict(boots).items()},
             # Ansible's ansible_ssh_common_args for the guests (join_inventory.yml)
@@ -104,9 +106,9 @@ class FilterModule:
             "kablab_known_hosts_text": lambda keys: domains.known_hosts_text(list(keys)),
             # (join.yml's uname results, kernels) -> why the guests are not the planned ones
             "kablab_guest_errors": lambda results, kernels: domains.guest_errors(list(results), dict(kernels)),
-            # {plan, exists, sizes, changed: [per-step changed lists]} -> the disks to (re)make
+            # {plan, disks: find's files, du: du -sm's stdout, staged: [staging results]} -> the disks to (re)make
             "kablab_config_disks": lambda a: domains.config_disks_to_make(
-                list(a["plan"]), list(a["exists"]), [int(s) for s in a["sizes"]], *[list(c) for c in a["changed"]]),
+                list(a["plan"]), list(a["disks"]), str(a["du"]), list(a["staged"])),
             # {plan, unames, boots, logdir, hypervisor, booted, ready, known, lost}
             "kablab_guests_record": lambda a: domains.guests_record(
                 list(a["plan"]), list(a["unames"]), dict(a["boots"]), a["logdir"],

@@ -144,17 +144,29 @@ def test_boot_numbers_follow_the_console_logs():
     # a running domain writes to its latest log: same boot
     assert boot_number(2, True) == 2
     assert boot_number(0, True) == 1
-    found = [{"item": d, "matched": n} for d, n in zip(plan(), [0, 3, 1])]
-    assert boot_numbers(found, ["kablab-grouped"]) == {"stock": 1, "grouped": 3, "split4k": 2}
+    # a fault campaign's log directory (/var/lib/kablab/logs/20261207-2f1413b4), as ansible.builtin.find lists it
+    names = ["panicboot-boot1.log", "panicboot-boot2.log"] + [f"stock-boot{n}.log" for n in range(1, 9)]
+    found = [{"path": f"/var/lib/kablab/logs/20261207-2f1413b4/{n}", "mode": "0600"} for n in names]
+    assert boot_numbers(found, plan(), ["kablab-grouped"]) == {"stock": 9, "grouped": 1, "split4k": 1}
+    assert boot_numbers(found, plan(["stock"]), ["kablab-stock"]) == {"stock": 8}
+    # a variant whose name starts another's counts only its own logs
+    longer = domain_plan([{"name": "stock-x", "cmdline": ""}], [], "kablab", "/p", {}, 10022, COMMON, "/s")
+    assert boot_numbers(found + [{"path": "/l/stock-x-boot1.log"}], longer, []) == {"stock-x": 2}
 
 
 def test_config_disks_made_when_missing_or_changed():
-    p = plan()
-    todo = config_disks_to_make(p, [True, False, True], [10, 10, 12], [False, False, False],
-                              [False, False, True])
-    assert [d["variant"] for d in todo] == ["grouped", "split4k"]
-    assert todo[1]["size_mib"] == 12 + 16
-    assert config_disks_to_make(p, [True] * 3, [1] * 3) == []
+    """publish.yml's registered results, recorded by running its tasks
+    (tests/fixtures/config-disks/record.yml): a first run stages everything
+    (stock has a disk, split4k none); a second changes nothing."""
+    first = json.loads((REPO / "tests/fixtures/config-disks/first.json").read_text())
+    todo = config_disks_to_make(first["plan"], first["disks"], first["du"], first["staged"])
+    assert [d["name"] for d in todo] == ["kablab-stock", "kablab-split4k"]
+    assert [d["size_mib"] for d in todo] == [1 + 16, 1 + 16]
+    again = json.loads((REPO / "tests/fixtures/config-disks/again.json").read_text())
+    assert [d["name"] for d in config_disks_to_make(again["plan"], again["disks"], again["du"],
+                                                    again["staged"])] == ["kablab-split4k"]
+    made = [{"path": e["config_disk"]} for e in again["plan"]]
+    assert config_disks_to_make(again["plan"], made, again["du"], again["staged"]) == []
 
 
 def test_guests_record_keeps_other_guests():
