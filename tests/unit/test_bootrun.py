@@ -165,7 +165,8 @@ def test_collect_command_records_a_boot_failure_as_the_run_role_passes_it(tmp_pa
             "primary_metric": "ops_per_s"}
     said = {"reason": "kablab-panicboot panicked at boot: Kernel panic - not syncing: VFS: Unable to mount root fs "
                       "on unknown-block(0,0) (console /var/lib/kablab/logs/c/panicboot-boot1.log)" + "x" * 3000,
-            "console_log": "logs/panicboot-boot1.log", "console_tail": "[    6.062301] Kernel panic - not syncing"}
+            "console_log": "/var/lib/kablab/logs/c/panicboot-boot1.log",
+            "console_tail": "[    6.062301] Kernel panic - not syncing"}
     monkeypatch.setattr("sys.stdin", io.StringIO(""))
     assert main(["collect", str(tmp_path), "--boot", json.dumps(boot), "--specs", json.dumps([spec]),
                  "--boot-failure", json.dumps(said)]) == 0
