@@ -28,7 +28,7 @@ def built_entries() -> set[str]:
 BAD_INPUT = [
     ("unknown variant", {"kablab_select_variants": ["nosuch"]},
      "kablab_select_variants must be a list (or comma-separated words), each one of ['stock', 'grouped', "
-     "'split4k'] (got ['nosuch'])"),
+     "'split4k', 'jit2m'] (got ['nosuch'])"),
     ("unknown workload", {"kablab_workloads": ["nosuch"]},
      "kablab_workloads must be a list (or comma-separated words), each one of ['fault-inject', "),
     ("zero repetitions", {"kablab_runs": 0}, "kablab_runs must be an integer 1..1000 (got 0)"),

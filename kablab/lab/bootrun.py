@@ -339,7 +339,8 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--boot", required=True, help="the boot's provenance and settings (JSON)")
     c.add_argument("--specs", required=True, help="the workloads the guest command ran, in order (JSON)")
     c.add_argument("--watch", help="kablab/remote/framewatch.py's report (JSON)")
-    c.add_argument("--boot-failure", help="the failure every workload gets: the guest never came up (JSON)")
+    c.add_argument("--boot-failure", help="the guest never came up: {reason, console_log (its path on the "
+                   "hypervisor), console_tail} (JSON), every workload's failure")
     pe = sub.add_parser("pending", help="the plan entries with work left, and each finished boot's line "
                         "(JSON: pending, done); reads only")
     pe.add_argument("campaign_dir", type=Path)
@@ -367,9 +368,12 @@ def main(argv: list[str] | None = None) -> int:
             datetime.now(timezone.utc).timestamp() - a.started)}))
         return 0
     frames = sys.stdin.read() if not sys.stdin.isatty() else ""
+    said = json.loads(a.boot_failure) if a.boot_failure else {}
+    # the console log as collect_logs.yml keeps it in the campaign's logs/
+    console = f"logs/{Path(said['console_log']).name}" if said.get("console_log") else None
     out = collect_boot(a.campaign_dir, json.loads(a.boot), json.loads(a.specs), frames,
                        json.loads(a.watch) if a.watch else None,
-                       json.loads(a.boot_failure) if a.boot_failure else None)
+                       _failure("boot", str(said["reason"]), console, said.get("console_tail")) if said else None)
     print(json.dumps(out))
     for e in out["errors"]:
         print(f"kablab.lab.bootrun: error: {e}", file=sys.stderr)

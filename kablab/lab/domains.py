@@ -50,6 +50,36 @@ def leftover_domains(defined: Iterable[str], prefix: str, lane: int | str, varia
     return sorted(d for d in defined if d in mine)
 
 
+def handover_errors(plan: Iterable[Mapping[str, Any]], kernels: Mapping[str, Mapping[str, Any]],
+                    image: str, hostkeys: Iterable[str]) -> list[str]:
+    """Why the planned domains cannot boot with what the earlier stages
+    handed over (kernel_build's kablab_kernels, guest_image's image and its
+    host keys); [] when they can."""
+    errors = []
+    for entry in plan:
+        k = kernels.get(entry["variant"]) or {}
+        if not str(k.get("bzimage") or "").startswith("/") or not k.get("release"):
+            errors.append(f"guest_domain_kernels (kablab_kernels) needs an entry with bzimage and release for "
+                          f"variant {entry['variant']}; it has {sorted(kernels)}. Run playbooks/kernels.yml in "
+                          "the same invocation (playbooks/site.yml)")
+    if not str(image or "").startswith("/"):
+        errors.append(f"guest_domain_image must be an absolute path (is {image!r}): run the guest_image role first")
+    if not list(hostkeys):
+        errors.append("guest_domain_image_hostkeys is empty: run the guest_image role first")
+    return errors
+
+
+def accel_choice(probe: Mapping[str, Any], setting: str) -> dict[str, Any]:
+    """What the domains run on: scripts/kablab-accel-probe's answer, unless
+    guest_domain_accel (setting) forces kvm or tcg. The domain type, CPU
+    model and vPMU follow from it; the results record all of it."""
+    accel = probe["accel"] if setting == "auto" else setting
+    kvm = accel == "kvm"
+    return {"accel": accel, "domain_type": "kvm" if kvm else "qemu", "cpu": "host-passthrough" if kvm else "max",
+            "vpmu": kvm, "reason": probe["reason"] if setting == "auto" else "set by guest_domain_accel",
+            "qemu_version": probe["qemu_version"]}
+
+
 def domain_plan(variants: Iterable[Mapping[str, Any]], only: Iterable[str], prefix: str,
                 publish_dir: str, kernels: Mapping[str, Mapping[str, Any]], port_base: int,
                 cmdline_common: str, ssh_dir: str = "") -> list[dict[str, Any]]:
@@ -83,12 +113,38 @@ def domain_plan(variants: Iterable[Mapping[str, Any]], only: Iterable[str], pref
 
 
 def known_hosts(ssh_dir: str, prefix: str) -> str:
-    """The guests' host keys as the hypervisor entry with domain prefix
-    PREFIX pinned them. One file per prefix: two entries on one machine
-    (inventory/two-hosts.yml) share ssh_dir, and the known_hosts module
-    reads, changes and writes a file whole, so one host's write dropped the
-    key the other had just added."""
+    """The guests' host keys for the hypervisor entry with domain prefix
+    PREFIX (known_hosts_text): one file per prefix, so two entries on one
+    machine (inventory/two-hosts.yml) sharing ssh_dir never write one file."""
     return f"{ssh_dir}/known_hosts-{prefix}"
+
+
+def known_hosts_text(hostkeys: Iterable[str]) -> str:
+    """known_hosts lines pinning the image's public host keys ("type base64
+    [comment]", as guest_image reads them) for every port on 127.0.0.1:
+    every guest boots that image, so OpenSSH itself (StrictHostKeyChecking)
+    refuses a guest that is not one of ours, with no scan per boot."""
+    return "".join(f"[127.0.0.1]:* {' '.join(k.split()[:2])}\n" for k in hostkeys)
+
+
+def guest_errors(uname_results: Iterable[Mapping[str, Any]], kernels: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Why the guests that came up are not the ones planned, from join.yml's
+    `uname -r -v` over ssh (a looped command's results): a login refused for
+    the host key (not the image's), a login that failed, or a kernel that is
+    not the variant's build (release and the build key in uname -v)."""
+    errors = []
+    for r in uname_results:
+        e, rc, out, err = r["item"], int(r.get("rc", 1)), str(r.get("stdout", "")), str(r.get("stderr", ""))
+        if rc != 0:
+            why = ("presented a host key that is not a host key of the image"
+                   if "Host key verification failed" in err else f"refused the login (ssh rc {rc}): {err.strip()[-500:]}")
+            errors.append(f"{e['name']} on 127.0.0.1:{e['port']} {why}")
+            continue
+        k = kernels[e["variant"]]
+        want = f"{k['release']} {k['build']['uname_v_prefix']}"
+        if out.split()[:2] != want.split():
+            errors.append(f"{e['name']} runs {out.strip()}, expected {want}")
+    return errors
 
 
 def ssh_options(ssh_dir: str, prefix: str) -> list[str]:
@@ -127,28 +183,52 @@ def boot_number(earlier_logs: int, running: bool) -> int:
     return earlier_logs + 1
 
 
-def boot_numbers(find_results: Iterable[Mapping[str, Any]], running: Iterable[str]) -> dict[str, int]:
-    """variant -> boot number, from ansible.builtin.find results looped over the plan."""
+def boot_numbers(found: Iterable[Mapping[str, Any]], plan: Iterable[Mapping[str, Any]],
+                 running: Iterable[str]) -> dict[str, int]:
+    """variant -> boot number for each planned domain, from the files
+    ansible.builtin.find found in the campaign's log directory (its `files`)."""
+    names = [posixpath.basename(str(f["path"])) for f in found]
     running = set(running)
-    return {r["item"]["variant"]: boot_number(int(r["matched"]), r["item"]["name"] in running)
-            for r in find_results}
+    return {e["variant"]: boot_number(sum(bool(re.fullmatch(rf"{re.escape(e['variant'])}-boot[0-9]+\.log", n))
+                                          for n in names), e["name"] in running)
+            for e in plan}
 
 
-def config_disks_to_make(plan: list[Mapping[str, Any]], exists: Iterable[bool], sizes_mib: Iterable[int],
-                         *changed: Iterable[bool], slack_mib: int = 16) -> list[dict[str, Any]]:
+def config_disks_to_make(plan: list[Mapping[str, Any]], disks: Iterable[Mapping[str, Any]], du: str,
+                         staged: Iterable[Mapping[str, Any]], slack_mib: int = 16) -> list[dict[str, Any]]:
     """The plan entries whose config disk is missing or whose staged contents
-    changed (each `changed` list is aligned with the plan), with the disk
-    size: the tree plus slack for ext4's own metadata."""
-    rows = list(zip(*[[bool(c) for c in col] for col in changed])) if changed else [()] * len(plan)
-    out = []
-    for entry, row, exist, size in zip(plan, rows, exists, sizes_mib):
-        if not exist or any(row):
-            out.append({**entry, "size_mib": int(size) + slack_mib})
-    return out
+    changed, with the disk size: the tree plus slack for ext4's own metadata.
+    From publish.yml's registered results: `disks` the config disks
+    ansible.builtin.find found, `du` the stdout of `du -sm` over the config
+    trees, `staged` each staging task's registered loop over the plan."""
+    found = {str(f["path"]) for f in disks}
+    size = {path: int(mib) for mib, path in (line.split("\t", 1) for line in du.splitlines() if line.strip())}
+    changed = {r["item"]["name"] for step in staged for r in step.get("results", []) if r.get("changed")}
+    return [{**e, "size_mib": size[e["config_dir"]] + slack_mib} for e in plan
+            if e["config_disk"] not in found or e["name"] in changed]
 
 
 def _utc(epoch: float) -> str:
     return datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def boot_failures(wait_results: Iterable[Mapping[str, Any]], logs: Mapping[str, str], timeout: Any) -> list[str]:
+    """Why each domain the boot wait saw not come up did not (framewatch.py
+    ready's rc and stdout), naming its console log: 3 panicked (the panic
+    line), 4 its emulator ended (libvirt's state), else no readiness marker
+    within the timeout (the console's tail)."""
+    out = []
+    for r in wait_results:
+        rc, text, e = int(r.get("rc", 0)), str(r.get("stdout", "")).strip(), r["item"]
+        console = f"(console {logs[e['variant']]})"
+        if rc == 3:
+            out.append(f"{e['name']} panicked at boot: {text} {console}")
+        elif rc == 4:
+            out.append(f"{e['name']} stopped while it booted (libvirt: {text}): its emulator ended, "
+                       f"not the guest kernel {console}")
+        elif rc != 0:
+            out.append(f"{e['name']} printed no KABLAB-GUEST-READY within {timeout} s {console}: {text[-1500:]}")
+    return out
 
 
 def emulator_lost(wait_results: Iterable[Mapping[str, Any]], boots: Mapping[str, int],
@@ -165,6 +245,13 @@ def emulator_lost(wait_results: Iterable[Mapping[str, Any]], boots: Mapping[str,
         out.setdefault(v, []).append({"boot": int(boots[v]), "libvirt_state": str(r.get("stdout", "")).strip(),
                                       "console_log_campaign": campaign_console_log(v, int(boots[v]))})
     return out
+
+
+def only_emulators_lost(wait_results: Iterable[Mapping[str, Any]]) -> bool:
+    """Whether some domains did not come up and every one of them lost its
+    emulator (the boot wait's rc 4), not its guest kernel."""
+    not_up = [int(r.get("rc", 0)) for r in wait_results if int(r.get("rc", 0)) != 0]
+    return bool(not_up) and all(rc == 4 for rc in not_up)
 
 
 def guests_record(plan: list[Mapping[str, Any]], unames: Iterable[str], boots: Mapping[str, int],

@@ -82,6 +82,12 @@ RULES: tuple[Rule, ...] = (
     Rule("guest_domain_machine", "str", choices=("pc",), empty_ok=False),
     Rule("guest_domain_publish_dir", "str", pattern=r"/(?!root(/|$)).*",
          what="an absolute path outside /root (libvirt-qemu cannot traverse /root)", empty_ok=False),
+    Rule("guest_domain_campaign_id", "str", pattern=r"[A-Za-z0-9._-]+", what="letters, digits, '.', '_' or '-'",
+         empty_ok=False),
+    Rule("guest_domain_tlb_plugin", "str", pattern=r"(/.*)?", what="empty or the plugin's absolute path"),
+    Rule("guest_domain_tlb_plugin_args", "str", pattern=PLUGIN_ARGS,
+         what="key=value,... plugin arguments (tlbmodel/README.md), without root= or out="),
+    Rule("guest_domain_tlb_icount", "bool"),
 )
 BY_NAME = {r.name: r for r in RULES}
 
@@ -206,16 +212,24 @@ def check_one(rule: Rule, value: Any, context: dict[str, Any]) -> str | None:
 
 # Rules between inputs: (names they read, the check, the message's rule).
 Relation = tuple[tuple[str, ...], Callable[[dict[str, Any]], bool], str]
-RELATIONS: tuple[Relation, ...] = (
-    (("kablab_tlb_model_args",),
-     lambda v: not re.search(r"(^|,)(root|out)=", v["kablab_tlb_model_args"]),
-     "kablab_tlb_model_args must not set root= or out= (the lab sets them per kernel)"),
+RELATIONS: tuple[Relation, ...] = tuple(
+    ((name,), lambda v, name=name: not re.search(r"(^|,)(root|out)=", v[name]),
+     f"{name} must not set root= or out= (the lab sets them per kernel)")
+    for name in ("kablab_tlb_model_args", "guest_domain_tlb_plugin_args")) + (
     (("kablab_tlb_model", "kablab_tlb_model_args"),
      lambda v: v["kablab_tlb_model"] is not False or not v["kablab_tlb_model_args"],
      "kablab_tlb_model_args is for a campaign with the TLB model, and kablab_tlb_model is false"),
     (("guest_domain_vcpus", "guest_domain_vcpu_pinning"),
      lambda v: len(v["guest_domain_vcpu_pinning"]) in (0, v["guest_domain_vcpus"]),
      "guest_domain_vcpu_pinning must be empty or one cpuset per vCPU (guest_domain_vcpus)"),
+    # -icount runs single-threaded TCG, under which an SMP bring-up stalls for minutes.
+    (("guest_domain_tlb_plugin", "guest_domain_tlb_icount", "guest_domain_vcpus"),
+     lambda v: not v["guest_domain_tlb_plugin"] or not v["guest_domain_tlb_icount"] or v["guest_domain_vcpus"] == 1,
+     "guest_domain_vcpus must be 1 under the TLB model's -icount (kablab_tlb_model_icount=false for more)"),
+    # The plugin reads the guest's page tables from the memfd.
+    (("guest_domain_tlb_plugin", "guest_domain_memory_backing"),
+     lambda v: not v["guest_domain_tlb_plugin"] or v["guest_domain_memory_backing"] == "memfd",
+     "guest_domain_memory_backing must be memfd under the TLB model (its plugin reads guest RAM from it)"),
     (("guest_domain_ssh_port_base", "n_variants"),
      lambda v: v["guest_domain_ssh_port_base"] + v["n_variants"] <= 65535,
      "guest_domain_ssh_port_base plus the number of variants must stay within 65535"),

@@ -12,7 +12,8 @@ memory backing, the vCPU pinning). Each returns one finding::
 ``python3 -m kablab.remote.doctor check`` prints one line per check and writes the
 findings as JSON (the host_doctor role runs it; results carry the JSON);
 ``python3 -m kablab.remote.doctor capture DEST`` copies the files the checks read,
-which is how the fixtures were taken.
+which is how the fixtures were taken; ``... fits BACKING MIB GUESTS`` exits 1
+when the guests could not even start (guest_domain runs it before a boot).
 """
 import argparse
 import glob
@@ -216,6 +217,17 @@ def check_backing(root, backing, memory_mib, guests=1):
     return finding("backing", INVALID, f"{backing}: shared memfd, shmem THP {shmem}: guest RAM backed by 4k host pages",
                    "echo advise > /sys/kernel/mm/transparent_hugepage/shmem_enabled, "
                    "or guest_domain_memory_backing=hugetlbfs-2M", DIRECTMAP)
+
+
+def backing_shortfall(root, backing, memory_mib, guests=1):
+    """Why `guests` guests of memory_mib MiB cannot start on this backing
+    (its hugetlb pool is missing or too small), None when they can. The
+    other backings always start; check_backing judges what they do to the
+    results."""
+    if backing not in HUGETLB_KIB and backing != "hugepages":
+        return None
+    f = check_backing(root, backing, memory_mib, guests)
+    return None if f["verdict"] == OK else f"{f['detail']}; reserve them ({f['fix']}) or use another backing"
 
 
 def check_nx_huge_pages(root, accel):
@@ -471,6 +483,11 @@ def main(argv=None):
     p = sub.add_parser("capture")
     p.add_argument("dest")
     p.add_argument("--root", default="/")
+    s = sub.add_parser("fits", help="exit 1 when the guests cannot start on the backing (backing_shortfall)")
+    s.add_argument("backing", choices=BACKINGS)
+    s.add_argument("memory_mib", type=int)
+    s.add_argument("guests", type=int)
+    s.add_argument("--root", default="/")
     k = sub.add_parser("pick-cpus")
     k.add_argument("vcpus", type=int)
     k.add_argument("--root", default="/")
@@ -478,8 +495,19 @@ def main(argv=None):
     if a.cmd == "capture":
         print(f"captured {capture(a.root, a.dest)} files into {a.dest}")
         return 0
+    if a.cmd == "fits":
+        why = backing_shortfall(a.root, a.backing, a.memory_mib, a.guests)
+        if why:
+            print(f"guest_domain: guest_domain_memory_backing={why}", file=sys.stderr)
+        return 1 if why else 0
     if a.cmd == "pick-cpus":
-        print(json.dumps(pick_placement(a.root, a.vcpus)))
+        pick = pick_placement(a.root, a.vcpus)
+        if not pick["cpus"]:
+            print(f"guest_domain: guest_domain_vcpu_placement=cores needs {a.vcpus} distinct physical cores on one "
+                  "NUMA node of this host; there are fewer. Lower guest_domain_vcpus or use "
+                  "guest_domain_vcpu_placement=manual.", file=sys.stderr)
+            return 1
+        print(json.dumps(pick))
         return 0
     accept = [x.strip() for x in a.accept.split(",") if x.strip()]
     unknown = [x for x in accept if x not in CHECKS]

@@ -5,7 +5,9 @@ On the hypervisor (run as a standalone script, stdlib only)::
 
     framewatch.py ready CONSOLE --timeout S --uri URI --domain NAME
     framewatch.py FRAMES CONSOLE BLOCKS_JSON [--start-timeout S] [--poll S]
+    framewatch.py console LOGDIR VARIANT [--since EPOCH]
 
+"console" prints the newest console log of a boot that failed and its tail.
 "ready" returns 0 when the console says KABLAB-GUEST-READY, 3 (printing the
 panic line) when it shows a kernel panic, 4 (printing libvirt's state) when
 the domain is no longer running or paused, 124 (printing the console's
@@ -29,7 +31,9 @@ records for the block that was in flight. The guest's clock is not used.
 import argparse
 import collections
 import datetime
+import glob
 import json
+import os
 import re
 import sys
 import time
@@ -164,9 +168,34 @@ def wait_ready(console, timeout, state=None, poll=0.2, state_every=2.0, clock=ti
         sleep(poll)
 
 
+def newest_console(logdir, variant, since, size=4000):
+    """{"path", "tail"} of VARIANT's newest console log in LOGDIR
+    (<variant>-boot<N>.log) written since SINCE (epoch s), with its last
+    SIZE bytes; {} when there is none (the boot never got that far)."""
+    logs = []
+    for p in glob.glob(os.path.join(glob.escape(logdir), glob.escape(variant) + "-boot*.log")):
+        if re.fullmatch(re.escape(variant) + r"-boot[0-9]+\.log", os.path.basename(p)) and os.path.getmtime(p) >= since:
+            logs.append((os.path.getmtime(p), p))
+    if not logs:
+        return {}
+    path = max(logs)[1]
+    with open(path, "rb") as f:
+        f.seek(max(0, os.path.getsize(path) - size))
+        return {"path": path, "tail": f.read().decode("utf-8", "replace")}
+
+
 def main(argv=None):
     if argv is None:
         argv = sys.argv[1:]
+    if argv[:1] == ["console"]:
+        ap = argparse.ArgumentParser(prog="framewatch.py console",
+                                     description="The newest console log of a variant and its tail (JSON)")
+        ap.add_argument("logdir")
+        ap.add_argument("variant")
+        ap.add_argument("--since", type=float, default=0.0)
+        a = ap.parse_args(argv[1:])
+        print(json.dumps(newest_console(a.logdir, a.variant, a.since)))
+        return 0
     if argv[:1] == ["ready"]:
         ap = argparse.ArgumentParser(prog="framewatch.py ready",
                                      description="Wait for a guest's readiness marker on its console: "

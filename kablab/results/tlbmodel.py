@@ -21,7 +21,7 @@ DIRECT_MAP = "dtlb_directmap"
 # Same for every kernel so comparisons stay fair (tlbmodel/README.md
 # "QEMU command line"): fixed direct map, 4-level paging, no PCID, and no
 # user address randomisation, so two boots place a workload's buffers and
-# stack alike. guest_domain_tlb_cmdline (roles/guest_domain) is the same.
+# stack alike. guest_domain_tlb_cmdline (roles/guest_domain/vars) is the same.
 GUEST_CMDLINE = "nokaslr no5lvl nopcid norandmaps"
 # QEMU arguments that make a guest which runs on its own (no input from the
 # host: an initramfs script, scripts/bench-tlbmodel --replay) repeat itself
@@ -267,18 +267,28 @@ def load(path: str | Path) -> list[dict[str, Any]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """python3 -m kablab.results.tlbmodel root SYSTEM_MAP: print the plugin's root=."""
+    """python3 -m kablab.results.tlbmodel root SYSTEM_MAP: print the plugin's root=;
+    ... roots KERNELS_JSON: {variant: root} for kablab_kernels (each kernel's
+    System.map beside its bzImage), as guest_domain passes them to the plugin."""
     import argparse
+    import json
+    import sys
     ap = argparse.ArgumentParser(prog="python3 -m kablab.results.tlbmodel")
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("root", help="print init_top_pgt's physical address (plugin root=)")
     r.add_argument("system_map")
     r.add_argument("--phys-base", type=lambda s: int(s, 0), default=0)
+    rs = sub.add_parser("roots", help="print {variant: root} for kablab_kernels (JSON)")
+    rs.add_argument("kernels", type=json.loads)
     a = ap.parse_args(argv)
     try:
-        print(hex(root_from_system_map(Path(a.system_map).read_text(), a.phys_base)))
+        if a.cmd == "roots":
+            print(json.dumps({v: hex(root_from_system_map((Path(k["bzimage"]).parent / "System.map").read_text()))
+                              for v, k in a.kernels.items()}, sort_keys=True))
+        else:
+            print(hex(root_from_system_map(Path(a.system_map).read_text(), a.phys_base)))
     except (OSError, ValueError) as e:
-        print(f"kablab.results.tlbmodel: error: {e}", file=__import__("sys").stderr)
+        print(f"kablab.results.tlbmodel: error: {e}", file=sys.stderr)
         return 1
     return 0
 

@@ -84,6 +84,11 @@ class FilterModule:
             # config disks to (re)make and the guests' record (kablab.lab.domains)
             "kablab_domain_errors": lambda variants, only, prefix: domains.plan_errors(
                 list(variants), list(only), prefix),
+            # (the accel probe's record, guest_domain_accel) -> the accelerator and what follows from it
+            "kablab_accel": lambda probe, setting: domains.accel_choice(dict(probe), str(setting)),
+            # {plan, kernels, image, hostkeys} -> why the domains cannot boot; [] = they can
+            "kablab_handover_errors": lambda a: domains.handover_errors(
+                list(a["plan"]), dict(a["kernels"]), str(a["image"]), list(a["hostkeys"])),
             # {variants, only, prefix, publish_dir, kernels, port_base, cmdline, ssh_dir}
             "kablab_domain_plan": lambda a: domains.domain_plan(
                 list(a["variants"]), list(a["only"]), a["prefix"], a["publish_dir"], dict(a["kernels"]),
@@ -91,16 +96,22 @@ class FilterModule:
             # {defined: domain names, prefix, lane, variants} -> this lane's domains among them
             "kablab_leftover_domains": lambda a: domains.leftover_domains(
                 list(a["defined"]), str(a["prefix"]), a["lane"], list(a["variants"])),
-            "kablab_boot_numbers": lambda found, running: domains.boot_numbers(list(found), list(running)),
+            # (the log directory's files, plan, running domains) -> {variant: boot number}
+            "kablab_boot_numbers": lambda found, plan, running: domains.boot_numbers(list(found), list(plan),
+                                                                                     list(running)),
             "kablab_console_logs": lambda boots, logdir: {v: domains.console_log(logdir, v, int(n))
                                                           for v, n in dict(boots).items()},
             # Ansible's ansible_ssh_common_args for the guests (join_inventory.yml)
-            # and the known_hosts file join.yml fills
+            # and the known_hosts file ssh_key.yml writes
             "kablab_ssh_options": lambda ssh_dir, prefix: " ".join(domains.ssh_options(ssh_dir, prefix)),
             "kablab_known_hosts": lambda ssh_dir, prefix: domains.known_hosts(ssh_dir, prefix),
-            # {plan, exists, sizes, changed: [per-step changed lists]} -> the disks to (re)make
+            # the image's host keys -> the known_hosts lines ssh_key.yml writes
+            "kablab_known_hosts_text": lambda keys: domains.known_hosts_text(list(keys)),
+            # (join.yml's uname results, kernels) -> why the guests are not the planned ones
+            "kablab_guest_errors": lambda results, kernels: domains.guest_errors(list(results), dict(kernels)),
+            # {plan, disks: find's files, du: du -sm's stdout, staged: [staging results]} -> the disks to (re)make
             "kablab_config_disks": lambda a: domains.config_disks_to_make(
-                list(a["plan"]), list(a["exists"]), [int(s) for s in a["sizes"]], *[list(c) for c in a["changed"]]),
+                list(a["plan"]), list(a["disks"]), str(a["du"]), list(a["staged"])),
             # {plan, unames, boots, logdir, hypervisor, booted, ready, known, lost}
             "kablab_guests_record": lambda a: domains.guests_record(
                 list(a["plan"]), list(a["unames"]), dict(a["boots"]), a["logdir"],
@@ -108,6 +119,10 @@ class FilterModule:
             # (the boot wait's results, boot numbers, earlier) -> {variant: [lost boot]}
             "kablab_emulator_lost": lambda results, boots, known: domains.emulator_lost(
                 list(results), dict(boots), dict(known)),
+            # (the boot wait's results, console logs, timeout) -> why each domain did not come up
+            "kablab_boot_failures": lambda results, logs, timeout: domains.boot_failures(list(results), dict(logs), timeout),
+            # the boot wait's results -> whether only emulators ended the boots that did not come up
+            "kablab_only_emulators_lost": lambda results: domains.only_emulators_lost(list(results)),
             # a pass's blocks: kablab-guest-boot's plan ({specs, guest_dir, events,
             # binaries}) and framewatch.py's timeouts
             "kablab_guest_boot_plan": lambda a: bootrun.guest_plan(

@@ -189,3 +189,27 @@ def test_pending_names_the_boots_with_a_missing_or_failed_result_and_moves_nothi
     assert sum(map(len, out["done"].values())) == len(plan) - 2
     # read only: the failed attempt stays where the run role's status finds it
     assert failed.exists() and not (camp / "attempts").exists()
+
+
+def test_collect_command_records_a_boot_failure_as_the_run_role_passes_it(tmp_path, capsys, monkeypatch):
+    """The rescue's --boot-failure: the reason (join.yml's message for a
+    panicboot guest), its console log and tail; every workload fails at boot."""
+    import io
+    from kablab.lab.bootrun import main
+    meta = json.loads((FIXTURE / "boot-record.json").read_text())
+    boot = {**boot_inputs(meta), "guest": {}}
+    boot["entry"] = {**boot["entry"], "variant": "panicboot"}
+    spec = {"name": "syscall-mix", "argv": ["--seed", "1"], "runs": 3, "warmup": 1, "timeout_s": 300,
+            "primary_metric": "ops_per_s"}
+    said = {"reason": "kablab-panicboot panicked at boot: Kernel panic - not syncing: VFS: Unable to mount root fs "
+                      "on unknown-block(0,0) (console /var/lib/kablab/logs/c/panicboot-boot1.log)" + "x" * 3000,
+            "console_log": "/var/lib/kablab/logs/c/panicboot-boot1.log",
+            "console_tail": "[    6.062301] Kernel panic - not syncing"}
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    assert main(["collect", str(tmp_path), "--boot", json.dumps(boot), "--specs", json.dumps([spec]),
+                 "--boot-failure", json.dumps(said)]) == 0
+    assert json.loads(capsys.readouterr().out)["failed"] == ["syscall-mix"]
+    failure = json.loads((tmp_path / "results/panicboot/syscall-mix-block0.json").read_text())["failure"]
+    assert failure == {"stage": "boot", "reason": said["reason"][:2000], "exit_code": None, "signal": None,
+                       "stderr_tail": None, "console_log": "logs/panicboot-boot1.log",
+                       "console_tail": said["console_tail"]}

@@ -53,6 +53,8 @@ def test_kvm_host_with_hugetlbfs():
     assert pin == ["1", "0"]  # isolated CPU first, distinct cores
     assert doctor.pick_placement(root, 2) == {"cpus": ["1", "0"], "node": 0}
     assert doctor.pick_placement(root, 3) == {"cpus": [], "node": None}
+    assert doctor.main(["pick-cpus", "2", "--root", root]) == 0
+    assert doctor.main(["pick-cpus", "3", "--root", root]) == 1
     f = doctor.run_checks(root, probe, "hugetlbfs-2M", 2048, 2, pin)
     assert doctor.invalidating(f) == []
     assert verdicts(f)["cpufreq"] == "ok"
@@ -126,3 +128,19 @@ def test_capture_round_trip(tmp_path):
     root, probe = host("tcg-pvm-2cpu")
     assert doctor.capture(root, str(tmp_path)) > 20
     assert verdicts(doctor.run_checks(str(tmp_path), probe)) == verdicts(doctor.run_checks(root, probe))
+
+
+def test_backing_shortfall_only_where_guests_cannot_start(capsys):
+    root, _ = host("tcg-pvm-2cpu")                # THP madvise, no hugetlb pages reserved
+    assert doctor.backing_shortfall(root, "default", 2048, 2) is None
+    assert doctor.backing_shortfall(root, "memfd", 2048, 2) is None
+    why = doctor.backing_shortfall(root, "hugetlbfs-2M", 2048, 2)
+    assert why.startswith("hugetlbfs-2M: 0 free 2M pages") and "echo 2048 > " in why
+    assert "no 1G hugetlb pool" in doctor.backing_shortfall(root, "hugetlbfs-1G", 2048, 1)
+    assert "0 free 2M pages" in doctor.backing_shortfall(root, "hugepages", 256, 1)
+    kvm, _ = host("kvm-hugetlbfs")                # 4 GiB of 2M pages reserved
+    assert doctor.backing_shortfall(kvm, "hugetlbfs-2M", 2048, 2) is None
+    assert "guests need 6144 MiB" in doctor.backing_shortfall(kvm, "hugetlbfs-2M", 2048, 3)
+    assert doctor.main(["fits", "hugetlbfs-2M", "2048", "2", "--root", kvm]) == 0
+    assert doctor.main(["fits", "hugetlbfs-2M", "2048", "3", "--root", kvm]) == 1
+    assert "guest_domain_memory_backing=hugetlbfs-2M: " in capsys.readouterr().err

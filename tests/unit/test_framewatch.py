@@ -127,3 +127,23 @@ def test_ready_command_exit_status(tmp_path):
     p = subprocess.run([sys.executable, str(script), "ready", str(console), "--timeout", "5",
                         "--uri", "qemu:///nowhere", "--domain", "none"], capture_output=True, text=True, timeout=30)
     assert p.returncode == 0, p.stderr
+
+
+def test_console_command_finds_the_newest_log_of_the_pass(tmp_path):
+    """The run role's rescue: the newest console log this pass wrote for the
+    variant, and its tail (here a real panicboot console's last lines)."""
+    import os
+    panic = ("[    6.061353]  driver: virtio_blk\r\n"
+             "[    6.062301] Kernel panic - not syncing: VFS: Unable to mount root fs on unknown-block(0,0)\r\n")
+    for name, mtime in (("stock-boot1.log", 100), ("stock-boot2.log", 200), ("stock-x-boot9.log", 300),
+                        ("stock-boot2.frames", 300)):
+        (tmp_path / name).write_bytes((("x" * 5000 + panic) if name == "stock-boot2.log" else "old\n").encode())
+        os.utime(tmp_path / name, (mtime, mtime))
+    p = subprocess.run([sys.executable, str(SCRIPT), "console", str(tmp_path), "stock", "--since", "150"],
+                       capture_output=True, text=True, timeout=30)
+    got = json.loads(p.stdout)
+    assert got["path"] == str(tmp_path / "stock-boot2.log")
+    assert got["tail"].endswith(panic) and len(got["tail"]) == 4000
+    # nothing written since the pass started: no log to blame
+    assert framewatch.newest_console(str(tmp_path), "stock", 250) == {}
+    assert framewatch.newest_console(str(tmp_path / "none"), "stock", 0) == {}

@@ -47,6 +47,7 @@ def test_good_values(name, value):
                                                 "words), each a cpuset such as 2 or 0-3,6 (got ['0-1', 'x'])"),
     ("guest_domain_publish_dir", "/root/kablab", "guest_domain_publish_dir must be an absolute path outside /root"),
     ("guest_domain_memory_backing", "", "guest_domain_memory_backing must be one of ['default', 'memfd'"),
+    ("guest_domain_campaign_id", "../x", "guest_domain_campaign_id must be letters, digits, '.', '_' or '-'"),
 ])
 def test_bad_values_are_named_with_the_rule(name, value, message):
     (msg,) = inputs.check({name: value}, CTX)
@@ -63,6 +64,20 @@ def test_relations_between_inputs():
     assert inputs.check({"guest_domain_vcpus": "2", "guest_domain_vcpu_pinning": "0,1"}) == [], \
         "comma-separated words: one cpuset per vCPU"
     assert inputs.check({"guest_domain_ssh_port_base": 65000}, CTX) == []
+    # the TLB model's guests as the campaign hands them over (inventory kablab_tlb_plugin, -e strings)
+    model = {"guest_domain_tlb_plugin": "/srv/kablab/workloads/build/tlbmodel/libkablab-tlb.so",
+             "guest_domain_tlb_icount": "true", "guest_domain_vcpus": "1", "guest_domain_memory_backing": "memfd",
+             "guest_domain_tlb_plugin_args": "l1d_4k=64:4"}
+    assert inputs.check(model) == []
+    assert inputs.check({**model, "guest_domain_tlb_icount": "false", "guest_domain_vcpus": "2"}) == []
+    assert [m.split(" (")[0] for m in inputs.check({**model, "guest_domain_vcpus": "2",
+                                                      "guest_domain_memory_backing": "default",
+                                                      "guest_domain_tlb_plugin_args": "out=x"})] == [
+        "guest_domain_tlb_plugin_args must not set root= or out=",
+        "guest_domain_vcpus must be 1 under the TLB model's -icount",
+        "guest_domain_memory_backing must be memfd under the TLB model"]
+    assert inputs.check({**model, "guest_domain_tlb_plugin": "", "guest_domain_vcpus": "2",
+                         "guest_domain_memory_backing": "default"}) == []
     # a bad value is named once; the relations read only good ones
     assert len(inputs.check({"guest_domain_vcpus": "x", "guest_domain_vcpu_pinning": ["0"]})) == 1
 

@@ -29,6 +29,11 @@ def test_root_cli(tmp_path: Path, capsys) -> None:
     assert tlbmodel.main(["root", str(tmp_path / "System.map")]) == 0
     assert capsys.readouterr().out.strip() == "0x1c0a000"
     assert tlbmodel.main(["root", str(tmp_path / "missing")]) == 1
+    (tmp_path / "bzImage").write_bytes(b"")
+    kernels = json.dumps({"stock": {"bzimage": str(tmp_path / "bzImage"), "release": "6.1.0-kablab-stock"}})
+    assert tlbmodel.main(["roots", kernels]) == 0
+    assert json.loads(capsys.readouterr().out) == {"stock": "0x1c0a000"}
+    assert tlbmodel.main(["roots", json.dumps({"x": {"bzimage": str(tmp_path / "no/bzImage")}})]) == 1
 
 
 def test_parse_drops_torn_line() -> None:
@@ -67,7 +72,7 @@ def test_params_label() -> None:
     assert tlbmodel.params_label(params, "shift=0").startswith("modelled: QEMU TCG -icount shift=0, goldencove (")
 
 
-def test_root_of_the_ci_kernel() -> None:
+def test_root_of_the_ci_kernel(capsys) -> None:
     # Decided when the test runs, not at collection: in `make test` the
     # kernels fixture has built the ci kernels by then; `make check` runs
     # without them. The manifest names the build, whatever its key.
@@ -78,6 +83,11 @@ def test_root_of_the_ci_kernel() -> None:
     # tlbmodel/README.md: init_top_pgt at ffffffff81c0a000, phys_base 0 (checked in /proc/iomem).
     text = (Path(stock["dir"]) / "System.map").read_text()
     assert tlbmodel.root_from_system_map(text) == 0x1C0A000
+    # what guest_domain's tlb.yml asks for the built kernels
+    built = {v: k for v, k in json.loads(manifest.read_text()).items()
+             if (Path(k["bzimage"]).parent / "System.map").exists()}
+    assert tlbmodel.main(["roots", json.dumps(built)]) == 0
+    assert json.loads(capsys.readouterr().out)["stock"] == "0x1c0a000"
 
 
 def test_records_without_direct_map_give_no_direct_map_figure() -> None:
@@ -98,7 +108,7 @@ def test_campaign_guests_get_the_benchs_cmdline() -> None:
     # model's guests alike, or their A/A figures say nothing of each other.
     import yaml
     repo = Path(__file__).resolve().parents[2]
-    defaults = yaml.safe_load((repo / "roles/guest_domain/defaults/main.yml").read_text())
+    defaults = yaml.safe_load((repo / "roles/guest_domain/vars/main.yml").read_text())
     assert defaults["guest_domain_tlb_cmdline"] == tlbmodel.GUEST_CMDLINE
     assert "norandmaps" in tlbmodel.GUEST_CMDLINE.split()
 
