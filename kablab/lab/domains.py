@@ -171,29 +171,6 @@ def campaign_console_log(variant: str, boot: int) -> str:
     return console_log("logs", variant, boot)
 
 
-def boot_number(earlier_logs: int, running: bool) -> int:
-    """The boot number of a domain about to be defined and started.
-
-    Every boot writes its own console log <variant>-boot<N>.log, so the
-    earlier logs count the earlier boots; a domain that is still running
-    keeps the number of the log it writes to.
-    """
-    if running and earlier_logs > 0:
-        return earlier_logs
-    return earlier_logs + 1
-
-
-def boot_numbers(found: Iterable[Mapping[str, Any]], plan: Iterable[Mapping[str, Any]],
-                 running: Iterable[str]) -> dict[str, int]:
-    """variant -> boot number for each planned domain, from the files
-    ansible.builtin.find found in the campaign's log directory (its `files`)."""
-    names = [posixpath.basename(str(f["path"])) for f in found]
-    running = set(running)
-    return {e["variant"]: boot_number(sum(bool(re.fullmatch(rf"{re.escape(e['variant'])}-boot[0-9]+\.log", n))
-                                          for n in names), e["name"] in running)
-            for e in plan}
-
-
 def config_disks_to_make(plan: list[Mapping[str, Any]], disks: Iterable[Mapping[str, Any]], du: str,
                          staged: Iterable[Mapping[str, Any]], slack_mib: int = 16) -> list[dict[str, Any]]:
     """The plan entries whose config disk is missing or whose staged contents

@@ -6,6 +6,13 @@ On the hypervisor (run as a standalone script, stdlib only)::
     framewatch.py ready CONSOLE --timeout S --uri URI --domain NAME
     framewatch.py FRAMES CONSOLE BLOCKS_JSON [--start-timeout S] [--poll S]
     framewatch.py console LOGDIR VARIANT [--since EPOCH]
+    framewatch.py reserve LOGDIR VARIANT... [--running VARIANT...]
+
+"reserve" gives each VARIANT's boot about to start its number N and
+creates its console log <variant>-boot<N>.log, exclusively: two lanes
+that start a boot of the same kernel at the same moment count the same
+earlier logs, and only one of them may take the next number. A variant
+whose domain still runs keeps its latest log. Prints {variant: N}.
 
 "console" prints the newest console log of a boot that failed and its tail.
 "ready" returns 0 when the console says KABLAB-GUEST-READY, 3 (printing the
@@ -184,9 +191,35 @@ def newest_console(logdir, variant, since, size=4000):
         return {"path": path, "tail": f.read().decode("utf-8", "replace")}
 
 
+def reserve(logdir, variant, running=False):
+    """The boot number of VARIANT's next boot, its console log created
+    (O_EXCL) so no other boot takes it; a running domain's latest."""
+    pattern = re.compile(re.escape(variant) + r"-boot([0-9]+)\.log")
+    taken = [int(m.group(1)) for m in map(pattern.fullmatch, os.listdir(logdir)) if m]
+    n = max(taken, default=0)
+    if running and n:
+        return n
+    while True:
+        n += 1
+        try:
+            os.close(os.open(os.path.join(logdir, f"{variant}-boot{n}.log"), os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600))
+            return n
+        except FileExistsError:
+            continue
+
+
 def main(argv=None):
     if argv is None:
         argv = sys.argv[1:]
+    if argv[:1] == ["reserve"]:
+        ap = argparse.ArgumentParser(prog="framewatch.py reserve",
+                                     description="Number the boots about to start and create their console logs")
+        ap.add_argument("logdir")
+        ap.add_argument("variants", nargs="+")
+        ap.add_argument("--running", nargs="*", default=[])
+        a = ap.parse_args(argv[1:])
+        print(json.dumps({v: reserve(a.logdir, v, v in a.running) for v in a.variants}))
+        return 0
     if argv[:1] == ["console"]:
         ap = argparse.ArgumentParser(prog="framewatch.py console",
                                      description="The newest console log of a variant and its tail (JSON)")

@@ -96,9 +96,6 @@ class FilterModule:
             # {defined: domain names, prefix, lane, variants} -> this lane's domains among them
             "kablab_leftover_domains": lambda a: domains.leftover_domains(
                 list(a["defined"]), str(a["prefix"]), a["lane"], list(a["variants"])),
-            # (the log directory's files, plan, running domains) -> {variant: boot number}
-            "kablab_boot_numbers": lambda found, plan, running: domains.boot_numbers(list(found), list(plan),
-                                                                                     list(running)),
             "kablab_console_logs": lambda boots, logdir: {v: domains.console_log(logdir, v, int(n))
                                                           for v, n in dict(boots).items()},
             # Ansible's ansible_ssh_common_args for the guests (join_inventory.yml)

@@ -7,7 +7,7 @@ import subprocess
 import yaml
 
 from kablabtest import REPO
-from kablab.lab.domains import (boot_number, boot_numbers, config_disks_to_make, domain_plan, emulator_lost,
+from kablab.lab.domains import (config_disks_to_make, domain_plan, emulator_lost,
                                 accel_choice, boot_failures, guest_errors, guests_record, handover_errors, known_hosts_text,
                                 only_emulators_lost, plan_errors)
 
@@ -137,22 +137,6 @@ def test_guest_errors_from_the_login():
     refused = {"item": stock, "rc": 255, "stdout": "",
                "stderr": f"ssh: connect to host 127.0.0.1 port {stock['port']}: Connection refused"}
     assert "refused the login (ssh rc 255): ssh: connect" in guest_errors([refused], KERNELS)[0]
-
-
-def test_boot_numbers_follow_the_console_logs():
-    assert boot_number(0, False) == 1
-    assert boot_number(2, False) == 3
-    # a running domain writes to its latest log: same boot
-    assert boot_number(2, True) == 2
-    assert boot_number(0, True) == 1
-    # a fault campaign's log directory (/var/lib/kablab/logs/20261207-2f1413b4), as ansible.builtin.find lists it
-    names = ["panicboot-boot1.log", "panicboot-boot2.log"] + [f"stock-boot{n}.log" for n in range(1, 9)]
-    found = [{"path": f"/var/lib/kablab/logs/20261207-2f1413b4/{n}", "mode": "0600"} for n in names]
-    assert boot_numbers(found, plan(["stock", "grouped"]), ["kablab-grouped"]) == {"stock": 9, "grouped": 1}
-    assert boot_numbers(found, plan(["stock"]), ["kablab-stock"]) == {"stock": 8}
-    # a variant whose name starts another's counts only its own logs
-    longer = domain_plan([{"name": "stock-x", "cmdline": ""}], [], "kablab", "/p", {}, 10022, COMMON, "/s")
-    assert boot_numbers(found + [{"path": "/l/stock-x-boot1.log"}], longer, []) == {"stock-x": 2}
 
 
 def test_config_disks_made_when_missing_or_changed():

@@ -147,3 +147,32 @@ def test_console_command_finds_the_newest_log_of_the_pass(tmp_path):
     # nothing written since the pass started: no log to blame
     assert framewatch.newest_console(str(tmp_path), "stock", 250) == {}
     assert framewatch.newest_console(str(tmp_path / "none"), "stock", 0) == {}
+
+
+def test_reserve_numbers_each_boot_once_even_when_lanes_race(tmp_path):
+    """framewatch.py reserve: the next number after the variant's logs (a
+    fault campaign's log directory, /var/lib/kablab/logs/20261207-2f1413b4),
+    its log created; a running domain keeps its latest; two lanes starting
+    split4k at once (test_campaign's resumed run, 2026-12-07: both took
+    split4k-boot11 and the second domain could not open its log) get two."""
+    for n in ["panicboot-boot1.log", "panicboot-boot2.log", "stock-x-boot1.log"] + [
+            f"stock-boot{i}.log" for i in range(1, 9)]:
+        (tmp_path / n).write_text("")
+    out = subprocess.run([sys.executable, framewatch.__file__, "reserve", str(tmp_path), "stock", "grouped",
+                          "--running", "grouped"], capture_output=True, text=True, check=True)
+    assert json.loads(out.stdout) == {"stock": 9, "grouped": 1}
+    assert (tmp_path / "stock-boot9.log").exists() and (tmp_path / "grouped-boot1.log").exists()
+    assert framewatch.reserve(str(tmp_path), "stock", running=True) == 9
+    assert framewatch.reserve(str(tmp_path), "stock-x") == 2
+    numbers: list[int] = []
+    barrier = threading.Barrier(8)
+
+    def lane() -> None:
+        barrier.wait()
+        numbers.append(framewatch.reserve(str(tmp_path), "split4k"))
+    threads = [threading.Thread(target=lane) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sorted(numbers) == list(range(1, 9))
