@@ -343,7 +343,9 @@ def test_model_jit2m_walks_less_per_syscall(model):
     assert s["rc"] == 0 and j["rc"] == 0, (s, j)
     # JIT code runs from 4k entries on stock and from 2M entries on jit2m
     assert s["fetch_4k_share"] > 10 * j["fetch_4k_share"], (s["itlb_acc"], j["itlb_acc"])
-    factor = s["walks_per_syscall"] / max(j["walks_per_syscall"], 1e-9)
+    # both 0 is no effect at all (factor 0), not an infinite one
+    factor = (s["walks_per_syscall"] / j["walks_per_syscall"] if j["walks_per_syscall"]
+              else float("inf") if s["walks_per_syscall"] else 0.0)
     print(f"\nkernel iTLB walks per syscall: stock {s['walks_per_syscall']:.3f}, jit2m "
           f"{j['walks_per_syscall']:.3f}: stock/jit2m = {factor:.1f}x; L1 misses per syscall "
           f"{s['l1_miss_per_syscall']:.2f} vs {j['l1_miss_per_syscall']:.2f}", file=sys.stderr)
