@@ -150,7 +150,8 @@ def smoke_campaign(kernels, reports) -> dict:
 def test_campaign_has_every_result_once(smoke_campaign):
     campaign = smoke_campaign["dir"]
     files = result_files(campaign)
-    blocks = int(json.loads((campaign / "plan.json").read_text())["blocks"])  # plan.json keeps strings
+    blocks = json.loads((campaign / "plan.json").read_text())["blocks"]
+    assert isinstance(blocks, int), blocks
     expected = {f"{v}/{w}-block{b}.json" for v in VARIANTS for w in workloads(campaign) for b in range(blocks)}
     assert {str(f.relative_to(campaign / "results")) for f in files} == expected
     for f in files:
@@ -352,7 +353,7 @@ def test_every_boot_of_the_model_campaign_has_model_counts(smoke_campaign):
     boot's record, which every result of the boot repeats unchanged."""
     campaign = smoke_campaign["dir"]
     plan = json.loads((campaign / "plan.json").read_text())
-    assert plan["tlb_model"] is True and int(plan["blocks"]) == 2
+    assert plan["tlb_model"] is True and plan["blocks"] == 2
     records = {p.name: json.loads(p.read_text()) for p in (campaign / "boots").glob("*.json")}
     boots = set()
     for f in result_files(campaign):
