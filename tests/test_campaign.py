@@ -210,7 +210,8 @@ def test_report_shows_all_kernels_and_workloads(smoke_campaign):
 def test_report_first_screen_in_chromium(smoke_campaign, tmp_path):
     """Issue 21 and 35: the real smoke report in headless Chromium, which on
     this TCG host is a TLB-model campaign: its first screen leads with the
-    modelled verdicts (one column per kernel, one row per workload), the direct-map
+    modelled verdicts (one column per kernel, one row per workload and
+    measure; jit2m's seccomp-stack rows flagged fewer), the direct-map
     panel (split4k: DirectMap2M 0 and ~2 MiB of page tables per GiB of guest
     RAM; stock/grouped: DirectMap2M > 0), no "(0.00%)", no "None" in the
     provenance. The first screen's screenshot stays in tmp_path."""
@@ -225,10 +226,15 @@ def test_report_first_screen_in_chromium(smoke_campaign, tmp_path):
     assert probe["first"] == "model-matrix"
     assert probe["visible"] and 0 <= probe["top"] < probe["bottom"] <= probe["height"]
     assert matrix[0][2:] == VARIANTS
-    assert sorted(r[0] for r in matrix[1:]) == sorted(workloads(smoke_campaign["dir"]))
+    assert sorted({r[0] for r in matrix[1:]}) == sorted(workloads(smoke_campaign["dir"]))
     assert all(len(r) == 2 + len(VARIANTS) for r in matrix)
     pagecache = next(r for r in matrix if r[0] == "pagecache-read")
     assert pagecache[1] == "direct-map dTLB walks per MiB" and "\u25bc more" in pagecache[-1], pagecache
+    # seccomp-stack names two measures, one row each; jit2m (last column)
+    # runs its JIT code from 2M pages
+    seccomp = [r for r in matrix if r[0] == "seccomp-stack"]
+    assert [r[1] for r in seccomp] == ["kernel iTLB walks per syscall", "kernel iTLB L1 misses per syscall"]
+    assert all("\u25b2 fewer" in r[-1] for r in seccomp), seccomp
     assert "modelled TLB, emulated time" in probe["text"]
     mems = {json.loads(f.read_text())["guest"]["memory_mib"] for f in result_files(smoke_campaign["dir"])}
     assert len(mems) == 1 and None not in mems
