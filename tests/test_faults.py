@@ -36,7 +36,7 @@ BAD_INPUT = [
     ("unknown profile", {"kablab_profile": "nosuch"}, "kablab_profile must be one of ['smoke', 'full'] (got 'nosuch')"),
     ("unknown mode", {"kablab_mode": "nosuch"}, "kablab_mode must be one of ['ab', 'aa', 'slowdown'] (got 'nosuch')"),
     ("missing patch series", {"kablab_variants": [STOCK, {**STOCK, "name": "x", "series": ["common", "nosuch"]}]},
-     "kablab_variants: series 'nosuch' has no directory (existing series: ['common', 'grouped', 'split4k'])"),
+     "kablab_variants: series 'nosuch' has no directory (existing series: ['common', 'grouped', 'jit2m', 'split4k'])"),
     ("bad guest memory", {"guest_domain_memory_mib": 12}, "guest_domain_memory_mib must be an integer 256..262144 (got 12)"),
     ("bad vCPU count", {"guest_domain_vcpus": 0}, "guest_domain_vcpus must be an integer 1..64 (got 0)"),
     # inputs a new user tried that the first checks let through
