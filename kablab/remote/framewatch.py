@@ -38,7 +38,6 @@ records for the block that was in flight. The guest's clock is not used.
 import argparse
 import collections
 import datetime
-import glob
 import json
 import os
 import re
@@ -175,14 +174,20 @@ def wait_ready(console, timeout, state=None, poll=0.2, state_every=2.0, clock=ti
         sleep(poll)
 
 
+def boot_logs(logdir, variant):
+    """{N: path} of VARIANT's console logs <variant>-boot<N>.log in LOGDIR
+    ({} when LOGDIR does not exist: the boot never got that far)."""
+    if not os.path.isdir(logdir):
+        return {}
+    pattern = re.compile(re.escape(variant) + r"-boot([0-9]+)\.log")
+    return {int(m.group(1)): os.path.join(logdir, m.group(0)) for m in map(pattern.fullmatch, os.listdir(logdir)) if m}
+
+
 def newest_console(logdir, variant, since, size=4000):
     """{"path", "tail"} of VARIANT's newest console log in LOGDIR
     (<variant>-boot<N>.log) written since SINCE (epoch s), with its last
     SIZE bytes; {} when there is none (the boot never got that far)."""
-    logs = []
-    for p in glob.glob(os.path.join(glob.escape(logdir), glob.escape(variant) + "-boot*.log")):
-        if re.fullmatch(re.escape(variant) + r"-boot[0-9]+\.log", os.path.basename(p)) and os.path.getmtime(p) >= since:
-            logs.append((os.path.getmtime(p), p))
+    logs = [(os.path.getmtime(p), p) for p in boot_logs(logdir, variant).values() if os.path.getmtime(p) >= since]
     if not logs:
         return {}
     path = max(logs)[1]
@@ -194,9 +199,7 @@ def newest_console(logdir, variant, since, size=4000):
 def reserve(logdir, variant, running=False):
     """The boot number of VARIANT's next boot, its console log created
     (O_EXCL) so no other boot takes it; a running domain's latest."""
-    pattern = re.compile(re.escape(variant) + r"-boot([0-9]+)\.log")
-    taken = [int(m.group(1)) for m in map(pattern.fullmatch, os.listdir(logdir)) if m]
-    n = max(taken, default=0)
+    n = max(boot_logs(logdir, variant), default=0)
     if running and n:
         return n
     while True:
