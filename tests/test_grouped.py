@@ -111,6 +111,14 @@ mkdir -p /var/tmp && mount -t tmpfs tmp /var/tmp
 snap FIRST
 insmod /lib/kablab_pmd_pin.ko
 echo "KABLAB-PIN-RC $?"
+# what was freed after the module's scan can make a whole block again
+# (once in a CI run: one free order-9 block in DMA32): scan until none is
+# left, a bounded number of times
+for i in 1 2 3 4 5; do
+    awk '{{ for (f = 14; f <= NF; f++) n += $f }} END {{ exit n > 0 ? 0 : 1 }}' /proc/buddyinfo || break
+    sleep 0.2
+    echo 1 > /sys/module/kablab_pmd_pin/parameters/repin
+done
 dmesg | grep 'kablab_pmd_pin: pinned' | sed 's/.*kablab_pmd_pin: /KABLAB-PIN /'
 sed 's/^/KABLAB-BUDDY /' /proc/buddyinfo
 snap PINNED
@@ -392,8 +400,9 @@ def test_fragmented_regime_falls_back_to_ordinary_pages(fragmented):
     ordinary pages (V-4 of the v2 review): modules and BPF still work, the
     cache's pages stay counted in KReclaimable, nothing warns."""
     for v, (result, console) in fragmented.items():
-        pin = re.search(r"KABLAB-PIN pinned (\d+) blocks", console)
-        assert "KABLAB-PIN-RC 0" in console and pin and int(pin[1]) > 0, console[-3000:]
+        scans = re.findall(r"KABLAB-PIN pinned \d+ blocks of order 9 \((\d+) in all\)", console)
+        assert "KABLAB-PIN-RC 0" in console and scans and int(scans[-1]) > 0, console[-3000:]
+        print(f"{v}: pinned {scans[-1]} blocks in {len(scans)} scans")
         assert free_pmd_blocks(console) == 0, re.findall(r"KABLAB-BUDDY .*", console)
         assert f"KABLAB-INITS {MODULE_LOADS}" in console and f"KABLAB-EXITS {MODULE_LOADS}" in console
         assert result["metrics"]["bpf_loads_per_s"]["value"] > 0
