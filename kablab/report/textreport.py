@@ -109,6 +109,11 @@ def summary_text(an: Analysis, ctx: dict[str, Any]) -> str:
         out += _wrap(f"host {h['host']}: {h['summary']}", "   ")
     out += _wrap(f"Baseline: {an.baseline}. Boots per kernel: " + ", ".join(
         f"{v} {n}" for v, n in ctx["boots_per_kernel"].items()) + ".")
+    # which build of which series version each column is, so that an old
+    # campaign is not read as the current series'
+    out += _wrap("Kernels: " + "; ".join(
+        f"{v} build {'/'.join(k['build_keys'])} ({k['series_versions']})"
+        for v, k in ctx["prov"]["kernels"].items()) + ".", "  ")
     out.append("")
     mm = ctx.get("model_matrix")
     if mm is not None:

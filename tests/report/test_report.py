@@ -43,6 +43,10 @@ def test_summary_content(rendered: Path) -> None:
     assert "== noise and power" in s and "Method: Each boot is one sample" in s
     assert "split4k / page-fault / block 1: stage run" in s
     assert "Cannot allocate memory" in s
+    # each column's build and series version, before any verdict
+    kernels = " ".join(s[:s.index("== ")].split())
+    assert ("Kernels: stock build 1111aaaa2222bbbb (common v1); grouped build 3333cccc4444dddd "
+            "(common v1, grouped v3); split4k build 5555eeee6666ffff (series versions not recorded") in kernels
     lkp = (rendered / "summary-lkp.txt").read_text(encoding="utf-8")
     assert "%stddev     %change         %stddev" in lkp
     assert "pagecache-read.seq_mib_per_s" in lkp
