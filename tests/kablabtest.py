@@ -253,3 +253,45 @@ def build_guest_tool(out_dir: Path, name: str) -> Path:
     subprocess.run(["gcc", "-static", "-O2", "-Wall", "-Wextra", "-Werror", "-o", str(out),
                     str(REPO / "tests/guest-tools" / f"{name}.c")], check=True)
     return out
+
+
+def build_kmod(kernel: dict, dest: Path, src_dir: Path, name: str) -> Path:
+    """A guest-only test module (src_dir: its Kbuild, Makefile and source)
+    built against a kernel of the manifest, outside the kernel tree."""
+    import shutil
+    src = dest / name
+    shutil.copytree(src_dir, src)
+    subprocess.run(["make", "-s", f"KDIR={kernel['build']['tree']}", "KOBJ=_build"], cwd=src, check=True,
+                   capture_output=True)
+    return src / f"{name}.ko"
+
+
+PMD_PIN_DIR = REPO / "tests/guest-tools/pmd-pin"
+# The fragmented regime on demand, for a busybox init that has /lib/kablab_pmd_pin.ko
+# (build_kmod(kernel, dir, PMD_PIN_DIR, "kablab_pmd_pin")): the module keeps one
+# page of every free 2 MB block, so none is left and compaction cannot make one
+# (each block holds a pinned unmovable page). What is freed after its scan (the
+# insmod itself, the module's init memory) can make a whole block again, as seen
+# once in CI: the init scans again, at most five times, while /proc/buddyinfo
+# shows a free block of order 9 or more. Prints KABLAB-PIN-RC, KABLAB-PIN (one
+# line per scan) and KABLAB-BUDDY lines.
+PMD_PIN_SH = r"""
+insmod /lib/kablab_pmd_pin.ko
+echo "KABLAB-PIN-RC $?"
+for i in 1 2 3 4 5; do
+    awk '{ for (f = 14; f <= NF; f++) n += $f } END { exit n > 0 ? 0 : 1 }' /proc/buddyinfo || break
+    sleep 0.2
+    echo 1 > /sys/module/kablab_pmd_pin/parameters/repin
+done
+dmesg | grep 'kablab_pmd_pin: pinned' | sed 's/.*kablab_pmd_pin: /KABLAB-PIN /'
+sed 's/^/KABLAB-BUDDY /' /proc/buddyinfo
+"""
+
+
+def free_pmd_blocks(console: str) -> int:
+    """Free blocks of order >= 9 (2 MB) in the KABLAB-BUDDY lines (/proc/buddyinfo)."""
+    total = 0
+    for line in re.findall(r"KABLAB-BUDDY (Node .*)", console):
+        counts = [int(c) for c in line.split()[4:]]
+        total += sum(c << (order - 9) for order, c in enumerate(counts) if order >= 9)
+    return total

@@ -15,13 +15,12 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from kablabtest import REPO, boot, build_guest_tool, meminfo
+from kablabtest import PMD_PIN_DIR, PMD_PIN_SH, REPO, boot, build_guest_tool, build_kmod, free_pmd_blocks, meminfo
 
 MODULE_LOADS = 50
 BPF_PROGS = 200
@@ -98,6 +97,8 @@ fi
 poweroff -f
 """
 
+CHURN_KMOD = REPO / "workloads/module-bpf-churn/kmod"
+
 # The fragmented regime: kablab_pmd_pin keeps one page of every free 2 MB
 # block, so none is left and an order-9 allocation goes through the slow
 # path and fails. THP is off in both guests: its faults and khugepaged would
@@ -109,18 +110,7 @@ mount -t debugfs debugfs /sys/kernel/debug
 mkdir -p /var/tmp && mount -t tmpfs tmp /var/tmp
 {SNAP}
 snap FIRST
-insmod /lib/kablab_pmd_pin.ko
-echo "KABLAB-PIN-RC $?"
-# what was freed after the module's scan can make a whole block again
-# (once in a CI run: one free order-9 block in DMA32): scan until none is
-# left, a bounded number of times
-for i in 1 2 3 4 5; do
-    awk '{{ for (f = 14; f <= NF; f++) n += $f }} END {{ exit n > 0 ? 0 : 1 }}' /proc/buddyinfo || break
-    sleep 0.2
-    echo 1 > /sys/module/kablab_pmd_pin/parameters/repin
-done
-dmesg | grep 'kablab_pmd_pin: pinned' | sed 's/.*kablab_pmd_pin: /KABLAB-PIN /'
-sed 's/^/KABLAB-BUDDY /' /proc/buddyinfo
+{PMD_PIN_SH}
 snap PINNED
 # Areas that got part of their pages from the cache and the rest from the
 # page allocator live only while the churn runs: sample them.
@@ -177,15 +167,6 @@ def churn_binaries() -> Path:
     return REPO / "workloads" / "build"
 
 
-def build_kmod(kernel: dict, dest: Path, src_dir: Path = REPO / "workloads/module-bpf-churn/kmod",
-               name: str = "kablab_churn") -> Path:
-    src = dest / name
-    shutil.copytree(src_dir, src)
-    subprocess.run(["make", "-s", f"KDIR={kernel['build']['tree']}", "KOBJ=_build"], cwd=src, check=True,
-                   capture_output=True)
-    return src / f"{name}.ko"
-
-
 @pytest.fixture(scope="module")
 def fragmenter(tmp_path_factory) -> Path:
     return build_guest_tool(tmp_path_factory.mktemp("tools"), "pipe-fragmenter")
@@ -195,9 +176,9 @@ def churn(variant: str, kernels: dict, binaries: Path, frag: Path, tmp_path: Pat
           init: str = CHURN_INIT, extra_cmdline: str = "") -> tuple[dict | None, str]:
     k = kernels[variant]
     files = [f"{binaries}/module-bpf-churn:/bin/module-bpf-churn", f"{binaries}/page-fault:/bin/page-fault",
-             f"{build_kmod(k, tmp_path)}:/lib/kablab_churn.ko", f"{frag}:/bin/pipe-fragmenter"]
+             f"{build_kmod(k, tmp_path, CHURN_KMOD, 'kablab_churn')}:/lib/kablab_churn.ko", f"{frag}:/bin/pipe-fragmenter"]
     if "kablab_pmd_pin" in init:
-        pin = build_kmod(k, tmp_path, REPO / "tests/guest-tools/pmd-pin", "kablab_pmd_pin")
+        pin = build_kmod(k, tmp_path, PMD_PIN_DIR, "kablab_pmd_pin")
         files.append(f"{pin}:/lib/kablab_pmd_pin.ko")
     console = boot(k["bzimage"], f"{k['cmdline']} {extra_cmdline}".strip(), init, tmp_path, timeout=900,
                    files=files)
@@ -219,15 +200,6 @@ def fragmented(kernels, churn_binaries, fragmenter, tmp_path_factory) -> dict:
     return {v: churn(v, kernels, churn_binaries, fragmenter, tmp_path_factory.mktemp(f"{v}-fragmented"),
                      init=FRAGMENTED_INIT, extra_cmdline="mem=1024M transparent_hugepage=never")
             for v in ("stock", "grouped")}
-
-
-def free_pmd_blocks(console: str) -> int:
-    """Free blocks of order >= 9 (2 MB) in /proc/buddyinfo after aging."""
-    total = 0
-    for line in re.findall(r"KABLAB-BUDDY (Node .*)", console):
-        counts = [int(c) for c in line.split()[4:]]
-        total += sum(c << (order - 9) for order, c in enumerate(counts) if order >= 9)
-    return total
 
 
 def aged_figures(churned: dict) -> dict:

@@ -6,8 +6,8 @@ Booted on the ci kernels (scripts/kablab-qemu-boot, busybox initramfs):
   JIT on and no WARN; while seccomp-stack holds its filters, the pack that
   holds them is mapped by a PMD in the kernel's page tables
   (/sys/kernel/debug/page_tables/kernel, CONFIG_PTDUMP_DEBUGFS), read-only
-  and executable; with the page allocator aged by pipe-fragmenter (no free
-  2 MB block) a new pack falls back to module_alloc()
+  and executable; with no free 2 MB block (a guest-only module pins one
+  page of each, kablabtest.PMD_PIN_SH) a new pack falls back to module_alloc()
   (/sys/kernel/debug/bpf_prog_pack fallback_allocs), is mapped by PTEs,
   and its programs run.
 - stock, the control: the same page-table check finds stock's pack mapped
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pytest
 
-from kablabtest import REPO, boot, build_guest_tool
+from kablabtest import PMD_PIN_DIR, PMD_PIN_SH, REPO, boot, build_kmod, free_pmd_blocks
 
 PACK = "/sys/kernel/debug/bpf_prog_pack"
 PTDUMP = "/sys/kernel/debug/page_tables/kernel"
@@ -90,23 +90,12 @@ dmesg | grep 'test_bpf:.*Summary' | sed 's/^/KABLAB-TB /'
 rmmod test_bpf
 dmesg -n 7
 sed 's/^/KABLAB-PACK-TESTBPF /' {PACK}
-# Age the page allocator: pipes fill memory down to 100 MiB free and a
-# seeded half is closed, so free memory is 64 KiB holes in unmovable
-# pageblocks; then a THP hog takes the free 2 MB blocks left and those
-# compaction can still form. (With THP on, this 1 GiB guest's min
-# watermark is ~45 MiB: pipes down to 32 MiB met the OOM killer.)
-ready() {{ i=0; while [ ! -e "$1" ] && kill -0 "$2" 2>/dev/null && [ $i -lt 900 ]; do sleep 1; i=$((i + 1)); done; }}
-/bin/pipe-fragmenter --leave-mib 100 --seed 1 --ready /tmp/frag.ready &
-frag=$!
-ready /tmp/frag.ready $frag
-/bin/thp-hog --mib 128 --ready /tmp/hog.ready &
-hog=$!
-ready /tmp/hog.ready $hog
-[ -e /tmp/frag.ready ] && [ -e /tmp/hog.ready ] && echo KABLAB-AGED
-sed 's/^/KABLAB-BUDDY /' /proc/buddyinfo
+# No free 2 MB block left, and none that compaction could make: the pin
+# module keeps one page of each (kablabtest.PMD_PIN_SH). Aging with pipes
+# and a THP hog left one block free in a CI run, so the large stack got a
+# PMD pack and the fallback never ran.
+{PMD_PIN_SH}
 held FRAG {LARGE}
-kill $hog $frag
-wait $hog $frag
 # the filters go after their tasks exit (an RCU grace period, then a work
 # item): wait for their packs to be given back before the last counters
 i=0
@@ -183,36 +172,35 @@ def ss_result(console: str, tag: str) -> tuple[int | None, dict | None]:
     return (int(rc[1]) if rc else None), (json.loads(js[1]) if js else None)
 
 
-def guest_files(kernel: dict, tools: dict[str, Path]) -> list[str]:
+def guest_files(kernel: dict) -> list[str]:
     ko = next(Path(kernel["dir"], "modules").rglob("test_bpf.ko"), None)
     assert ko is not None, f"no test_bpf.ko under {kernel['dir']}/modules (CONFIG_TEST_BPF=m)"
-    return ([f"{REPO}/workloads/build/seccomp-stack:/bin/seccomp-stack", f"{ko}:/lib/test_bpf.ko"]
-            + [f"{path}:/bin/{name}" for name, path in tools.items()])
+    return [f"{REPO}/workloads/build/seccomp-stack:/bin/seccomp-stack", f"{ko}:/lib/test_bpf.ko"]
 
 
 @pytest.fixture(scope="module")
-def guest_tools(tmp_path_factory) -> dict[str, Path]:
+def workloads_built() -> None:
     subprocess.run(["make", "-s", "-C", str(REPO / "workloads")], check=True)
-    out = tmp_path_factory.mktemp("tools")
-    return {name: build_guest_tool(out, name) for name in ("pipe-fragmenter", "thp-hog")}
 
 
 @pytest.fixture(scope="module")
-def jit2m(kernels, guest_tools, tmp_path_factory) -> str:
+def jit2m(kernels, workloads_built, tmp_path_factory) -> str:
     k = kernels["jit2m"]
+    work = tmp_path_factory.mktemp("jit2m")
+    pin = build_kmod(k, work, PMD_PIN_DIR, "kablab_pmd_pin")
     t0 = time.monotonic()
-    # 1 GiB: aging fills all of memory, and TCG copies slowly
-    console = boot(k["bzimage"], f"{k['cmdline']} mem=1024M".strip(), JIT2M_INIT,
-                   tmp_path_factory.mktemp("jit2m"), files=guest_files(k, guest_tools), timeout=1500)
+    # 1 GiB: fewer blocks to pin, as in test_grouped's fragmented regime
+    console = boot(k["bzimage"], f"{k['cmdline']} mem=1024M".strip(), JIT2M_INIT, work,
+                   files=[*guest_files(k), f"{pin}:/lib/kablab_pmd_pin.ko"], timeout=1500)
     print(f"\njit2m boot: {time.monotonic() - t0:.0f} s", file=sys.stderr)
     return console
 
 
 @pytest.fixture(scope="module")
-def stock(kernels, guest_tools, tmp_path_factory) -> str:
+def stock(kernels, workloads_built, tmp_path_factory) -> str:
     k = kernels["stock"]
     return boot(k["bzimage"], k["cmdline"], STOCK_INIT, tmp_path_factory.mktemp("stock"),
-                files=guest_files(k, guest_tools), timeout=600)
+                files=guest_files(k), timeout=600)
 
 
 def assert_clean(console: str) -> None:
@@ -268,21 +256,12 @@ def test_stock_pack_is_pte_mapped(stock):
     assert_clean(stock)
 
 
-def free_pmd_blocks(console: str) -> int:
-    total = 0
-    for line in tagged(console, "BUDDY"):
-        counts = [int(c) for c in line.split()[4:]]
-        total += sum(c << (order - 9) for order, c in enumerate(counts) if order >= 9)
-    return total
-
-
 def test_fallback_under_fragmentation(jit2m):
     before, end = counters(jit2m, "TESTBPF"), counters(jit2m, "END")
     during = counters(jit2m, "FRAG")
-    print(f"\nfree 2 MB blocks after aging: {free_pmd_blocks(jit2m)}; pack counters after test_bpf "
-          f"{before}, while the large stacks were held {during}, at the end {end}", file=sys.stderr)
-    assert "KABLAB-AGED" in jit2m, jit2m[-5000:]
-    print(tagged(jit2m, "THP-HOG"), file=sys.stderr)
+    print(f"\nfree 2 MB blocks after pinning: {free_pmd_blocks(jit2m)} ({tagged(jit2m, 'PIN')}); pack counters "
+          f"after test_bpf {before}, while the large stacks were held {during}, at the end {end}", file=sys.stderr)
+    assert "KABLAB-PIN-RC 0" in jit2m and free_pmd_blocks(jit2m) == 0, tagged(jit2m, "BUDDY")
     rc, res = ss_result(jit2m, "FRAG")
     assert rc == 0 and res["metrics"]["ops_per_s"]["value"] > 0, tagged(jit2m, "SS-ERR-FRAG")
     assert during["fallback_allocs"] >= before["fallback_allocs"] + 1, (before, during)
@@ -297,10 +276,10 @@ def test_fallback_under_fragmentation(jit2m):
     assert_clean(jit2m)
 
 
-def test_debug_pagealloc_keeps_packs_on_module_alloc(kernels, guest_tools, tmp_path):
+def test_debug_pagealloc_keeps_packs_on_module_alloc(kernels, workloads_built, tmp_path):
     k = kernels["jit2m"]
     console = boot(k["bzimage"], f"{k['cmdline']} debug_pagealloc=on".strip(), DEBUG_PAGEALLOC_INIT,
-                   tmp_path, files=guest_files(k, guest_tools), timeout=600)
+                   tmp_path, files=guest_files(k), timeout=600)
     rc, _ = ss_result(console, "SMALL")
     assert rc == 0, tagged(console, "SS-ERR-SMALL")
     c = counters(console, "END")
