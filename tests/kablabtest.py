@@ -269,13 +269,17 @@ def build_kmod(kernel: dict, dest: Path, src_dir: Path, name: str) -> Path:
 PMD_PIN_DIR = REPO / "tests/guest-tools/pmd-pin"
 # The fragmented regime on demand, for a busybox init that has /lib/kablab_pmd_pin.ko
 # (build_kmod(kernel, dir, PMD_PIN_DIR, "kablab_pmd_pin")): the module keeps one
-# page of every free 2 MB block, so none is left and compaction cannot make one
-# (each block holds a pinned unmovable page). What is freed after its scan (the
+# page of every free 2 MB block, so none is left and compaction cannot empty
+# those (each holds a pinned unmovable page); blocks that movable pages used at
+# the time of the scan it can still empty. What is freed after its scan (the
 # insmod itself, the module's init memory) can make a whole block again, as seen
 # once in CI: the init scans again, at most five times, while /proc/buddyinfo
-# shows a free block of order 9 or more. Prints KABLAB-PIN-RC, KABLAB-PIN (one
-# line per scan) and KABLAB-BUDDY lines.
+# shows a free block of order 9 or more. The caches are dropped first, so that
+# less is freed after the scan. Prints KABLAB-PIN-RC, KABLAB-PIN (one line per
+# scan) and KABLAB-BUDDY lines.
 PMD_PIN_SH = r"""
+sync
+echo 3 > /proc/sys/vm/drop_caches
 insmod /lib/kablab_pmd_pin.ko
 echo "KABLAB-PIN-RC $?"
 for i in 1 2 3 4 5; do
